@@ -1,0 +1,23 @@
+"""gr_jax: Gumbel-Rao and other single-evaluation gradient estimators in JAX.
+
+The public API lives in the submodules: ``gr_jax.estimators`` (the estimators),
+``gr_jax.diagnostics`` (variance, bias and MSE of gradient estimators).
+"""
+
+from gr_jax import estimators
+from gr_jax.estimators import (
+    BaselineState,
+    Estimator,
+    RunningMeanBaseline,
+    categorical_log_prob,
+    conditional_gumbel,
+    get,
+    gumbel_rao,
+    gumbel_softmax,
+    reinforce,
+    score_function_surrogate,
+    st_gumbel_softmax,
+    straight_through,
+)
+
+__version__ = "0.1.0"

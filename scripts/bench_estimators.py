@@ -1,0 +1,108 @@
+"""Speed and memory of the estimators' forward+backward, side by side in one run.
+
+For logits of shape (B, 60, 16) (the 16-ary VAE's latent layer) it prints, per
+estimator, the median milliseconds of a jitted forward+backward (after a
+warm-up), and beside each GR-MCK row the time JAX takes just to draw its
+B*60*16*K uniform random numbers (drawn and summed, so that XLA cannot drop
+them; the cheapest possible consumer) and the ratio. ST-GS is compared to a
+plain softmax forward+backward. Peak memory is XLA's compiled buffer
+assignment (arguments + outputs + temporaries) of the jitted function.
+
+  python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20]
+"""
+
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+from absl import app, flags
+
+from gr_jax import estimators
+
+_BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes B.")
+_KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK sample counts.")
+_REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repeats (median reported).")
+_TAU = 0.5
+_NUM_VARS, _ARITY = 60, 16
+
+
+def _median_ms(fn, *args, repeats):
+  jax.block_until_ready(fn(*args))  # compile and warm up
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(1e3 * (time.perf_counter() - start))
+  return statistics.median(times)
+
+
+def _forward_backward(estimator_fn):
+  def loss(logits, key, cotangent):
+    return jnp.sum(cotangent * estimator_fn(key, logits))
+
+  return jax.jit(jax.grad(loss))
+
+
+def _softmax_forward_backward():
+  return jax.jit(jax.grad(lambda logits, key, w: jnp.sum(w * jax.nn.softmax(logits / _TAU))))
+
+
+def _rng_floor(count):
+  return jax.jit(lambda key: jnp.sum(jax.random.uniform(key, (count,))))
+
+
+def _peak_bytes(jitted, *args):
+  stats = jitted.lower(*args).compile().memory_analysis()
+  if stats is None:
+    return float("nan")
+  return (
+      stats.argument_size_in_bytes
+      + stats.output_size_in_bytes
+      + stats.temp_size_in_bytes
+      - stats.alias_size_in_bytes
+  )
+
+
+def main(argv):
+  del argv
+  repeats = _REPEATS.value
+  key = jax.random.key(0)
+  print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+  print(f"logits (B, {_NUM_VARS}, {_ARITY}), tau={_TAU}, median of {repeats} after warm-up\n")
+  header = f"{'B':>4} {'estimator':<12} {'fwd+bwd ms':>11} {'RNG floor ms':>13} {'ratio':>7}"
+  print(header)
+  print("-" * len(header))
+  peak = {}
+  repeats_small = repeats * 10  # sub-millisecond rows need more repeats
+  for batch in map(int, _BATCH_SIZES.value):
+    logits = jax.random.normal(key, (batch, _NUM_VARS, _ARITY))
+    cotangent = jax.random.normal(jax.random.key(1), logits.shape)
+    softmax_ms = _median_ms(
+        _softmax_forward_backward(), logits, key, cotangent, repeats=repeats_small
+    )
+    print(f"{batch:>4} {'softmax':<12} {softmax_ms:>11.3f}")
+    fn = _forward_backward(lambda k, x: estimators.st_gumbel_softmax(k, x, tau=_TAU))
+    stgs_ms = _median_ms(fn, logits, key, cotangent, repeats=repeats_small)
+    peak[(batch, "st_gs")] = _peak_bytes(fn, logits, key, cotangent)
+    floor_ms = softmax_ms + _median_ms(_rng_floor(logits.size), key, repeats=repeats_small)
+    print(
+        f"{batch:>4} {'st_gs':<12} {stgs_ms:>11.3f} {floor_ms:>13.3f} {stgs_ms / floor_ms:>6.2f}x"
+        f"  ({stgs_ms / softmax_ms:.2f}x softmax; floor = softmax + its uniforms)"
+    )
+    for k in map(int, _KS.value):
+      fn = _forward_backward(
+          lambda key_, x, k=k: estimators.gumbel_rao(key_, x, tau=_TAU, num_samples=k)
+      )
+      gr_ms = _median_ms(fn, logits, key, cotangent, repeats=max(3, repeats // (1 + k // 100)))
+      floor_ms = _median_ms(_rng_floor(logits.size * k), key, repeats=max(3, repeats // (1 + k // 100)))
+      peak[(batch, f"gr_mc{k}")] = _peak_bytes(fn, logits, key, cotangent)
+      print(f"{batch:>4} {f'gr_mc{k}':<12} {gr_ms:>11.3f} {floor_ms:>13.3f} {gr_ms / floor_ms:>6.2f}x")
+  print("\npeak memory of the jitted forward+backward (XLA buffer assignment):")
+  for (batch, name), value in peak.items():
+    print(f"  B={batch:<4} {name:<12} {value / 2**20:9.1f} MiB")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,413 @@
+"""Tests of gr_jax.estimators against exact values computed independently.
+
+Statistical tests use fixed keys. Tolerances are Z standard errors of the Monte
+Carlo estimates (Z = 5 unless said otherwise): a correct implementation fails
+such a check with probability below 1e-6 per coordinate, while the errors these
+tests target (a wrong Jacobian, a wrong conditional distribution, a derivative
+through G^k) move the mean by many standard errors.
+"""
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from absl.testing import parameterized
+from scipy import stats
+
+from gr_jax import estimators
+
+Z = 5.0
+N = 4
+LOGITS = np.array([0.6, -0.4, 1.1, 0.0])
+TAU = 0.5
+# A loss whose derivative in D depends on D: f(D) = D^T A D, df/dD = (A + A^T) D.
+A = np.array(
+    [[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]]
+)
+A_SYM = A + A.T
+
+
+def _loss(sample):
+  return sample @ jnp.asarray(A, sample.dtype) @ sample
+
+
+def _estimator_draws(estimator_fn, num_draws, seed=0, logits=LOGITS, **kwargs):
+  """num_draws gradient draws of f(D) w.r.t. logits, and the sampled D."""
+
+  def one(key):
+    grad, sample = jax.grad(
+        lambda theta: (lambda d: (_loss(d), d))(estimator_fn(key, theta, **kwargs)),
+        has_aux=True,
+    )(jnp.asarray(logits, jnp.float32))
+    return grad, sample
+
+  keys = jax.random.split(jax.random.key(seed), num_draws)
+  grads, samples = jax.jit(jax.vmap(one))(keys)
+  return np.asarray(grads, np.float64), np.asarray(samples).argmax(-1)
+
+
+def _softmax_np(x, axis=-1):
+  x = x - x.max(axis=axis, keepdims=True)
+  e = np.exp(x)
+  return e / e.sum(axis=axis, keepdims=True)
+
+
+def _reference_stgs(num=4_000_000, seed=1234, tau=TAU):
+  """E[ST-GS | D = i] p(i) by a float64 numpy Monte Carlo with unconditioned Gumbels.
+
+  Independent of the implementation: plain Gumbels, grouped by their argmax.
+  Returns (per-category sums / num, per-category second moments / num, counts).
+  """
+  rng = np.random.default_rng(seed)
+  sums = np.zeros((N, N))
+  sq_sums = np.zeros((N, N))
+  counts = np.zeros(N)
+  for _ in range(num // 500_000):
+    x = LOGITS + rng.gumbel(size=(500_000, N))
+    idx = x.argmax(-1)
+    s = _softmax_np(x / tau)
+    g = A_SYM[idx]  # df/dD at D = onehot(idx)
+    grad = s * (g - (g * s).sum(-1, keepdims=True)) / tau
+    for i in range(N):
+      sel = idx == i
+      sums[i] += grad[sel].sum(0)
+      sq_sums[i] += (grad[sel] ** 2).sum(0)
+      counts[i] += sel.sum()
+  return sums, sq_sums, counts
+
+
+@functools.lru_cache(maxsize=None)
+def _reference():
+  """Mean and standard error of ST-GS, overall and given D, from `_reference_stgs`."""
+  sums, sq_sums, counts = _reference_stgs()
+  total = counts.sum()
+  mean = sums.sum(0) / total
+  var = sq_sums.sum(0) / total - mean**2
+  cond_mean = sums / counts[:, None]
+  cond_var = sq_sums / counts[:, None] - cond_mean**2
+  return dict(
+      mean=mean,
+      se=np.sqrt(var / total),
+      cond_mean=cond_mean,
+      cond_se=np.sqrt(cond_var / counts[:, None]),
+  )
+
+
+def _assert_mean_close(draws, ref_mean, ref_se):
+  mean = draws.mean(0)
+  se = np.sqrt(draws.var(0) / len(draws) + ref_se**2)
+  np.testing.assert_array_less(np.abs(mean - ref_mean), Z * se + 1e-6)
+
+
+def _trace_var(draws):
+  """Trace of the covariance and its standard error (from the 4th moment)."""
+  sq_dev = ((draws - draws.mean(0)) ** 2).sum(-1)
+  return sq_dev.mean(), sq_dev.std() / np.sqrt(len(draws))
+
+
+class MeanTest(parameterized.TestCase):
+  """The mean gradient equals E[ST-GS], computed in float64 without the library."""
+
+  @parameterized.named_parameters(
+      ("st_gs", estimators.st_gumbel_softmax, {}),
+      ("gr_mc1", estimators.gumbel_rao, {"num_samples": 1}),
+      ("gr_mc10", estimators.gumbel_rao, {"num_samples": 10}),
+      ("gr_mc100", estimators.gumbel_rao, {"num_samples": 100}),
+  )
+  def test_mean_equals_exact_stgs_expectation(self, fn, kwargs):
+    ref = _reference()
+    draws, _ = _estimator_draws(fn, 20_000, tau=TAU, **kwargs)
+    _assert_mean_close(draws, ref["mean"], ref["se"])
+
+  def test_gr_conditional_mean_is_stgs_conditional_mean(self):
+    """Rao-Blackwellization: E[GR-MCK | D] = E[ST-GS | D] for every D."""
+    ref = _reference()
+    draws, idx = _estimator_draws(estimators.gumbel_rao, 20_000, tau=TAU, num_samples=100)
+    for i in range(N):
+      sel = draws[idx == i]
+      assert len(sel) > 500
+      _assert_mean_close(sel, ref["cond_mean"][i], ref["cond_se"][i])
+
+  def test_total_derivative_through_g_would_fail(self):
+    """The check above can fail: a mean off by a fixed amount is rejected."""
+    ref = _reference()
+    draws, _ = _estimator_draws(estimators.gumbel_rao, 20_000, tau=TAU, num_samples=100)
+    with pytest.raises(AssertionError):
+      _assert_mean_close(draws + 0.1 * np.abs(ref["mean"]).max(), ref["mean"], ref["se"])
+
+
+def test_variance_falls_with_k_and_gr_mc1_matches_stgs():
+  draws = {
+      "st_gs": _estimator_draws(estimators.st_gumbel_softmax, 20_000, seed=1, tau=TAU)[0],
+  }
+  for k in (1, 10, 100):
+    draws[k] = _estimator_draws(
+        estimators.gumbel_rao, 20_000, seed=2 + k, tau=TAU, num_samples=k
+    )[0]
+  var = {name: _trace_var(d) for name, d in draws.items()}
+  v_stgs, se_stgs = var["st_gs"]
+  v1, se1 = var[1]
+  # K = 1 has exactly ST-GS's distribution: equal trace variance within Z SE.
+  assert abs(v1 - v_stgs) < Z * np.hypot(se1, se_stgs)
+  # Strictly lower (by more than Z SE) for K = 10 than ST-GS, and again for 100.
+  v10, se10 = var[10]
+  v100, se100 = var[100]
+  assert v10 + Z * np.hypot(se10, se_stgs) < v_stgs
+  assert v100 + Z * np.hypot(se100, se10) < v10
+
+
+class ConditionalGumbelTest(parameterized.TestCase):
+
+  @parameterized.parameters((1.0,), (50.0,))
+  def test_argmax_equals_sample(self, scale):
+    key = jax.random.key(3)
+    logits = scale * jax.random.normal(key, (64, 7))
+    sample = jax.nn.one_hot(jax.random.categorical(key, logits), 7)
+    g = estimators.conditional_gumbel(jax.random.key(4), logits, sample, 50)
+    assert g.shape == (50, 64, 7)
+    np.testing.assert_array_equal(
+        np.asarray(jnp.argmax(g, -1)), np.broadcast_to(np.asarray(sample.argmax(-1)), (50, 64))
+    )
+    assert np.isfinite(np.asarray(g)).all()
+
+  def test_max_is_gumbel_log_z(self):
+    logits = jnp.asarray(LOGITS, jnp.float32)
+    log_z = float(jax.nn.logsumexp(logits))
+    for i in range(N):
+      g = estimators.conditional_gumbel(
+          jax.random.key(10 + i), logits, jax.nn.one_hot(i, N), 20_000
+      )
+      top = np.asarray(g[:, i], np.float64)
+      # Gumbel(loc=logZ) CDF; p-value threshold 1e-4 per category.
+      p = stats.kstest(top, stats.gumbel_r(loc=log_z).cdf).pvalue
+      assert p > 1e-4, (i, p)
+
+  def test_coordinates_match_rejection_sampling(self):
+    rng = np.random.default_rng(0)
+    x = LOGITS + rng.gumbel(size=(400_000, N))
+    idx = x.argmax(-1)
+    logits = jnp.asarray(LOGITS, jnp.float32)
+    for i in range(N):
+      accepted = x[idx == i]
+      g = np.asarray(
+          estimators.conditional_gumbel(jax.random.key(20 + i), logits, jax.nn.one_hot(i, N), 20_000)
+      )
+      for j in range(N):
+        # Two-sample KS test, threshold 1e-4 per (i, j) pair (16 pairs).
+        p = stats.ks_2samp(g[:, j], accepted[:, j]).pvalue
+        assert p > 1e-4, (i, j, p)
+
+
+@pytest.mark.parametrize("name", ["st", "st_gs", "gr_mc10", "reinforce", "gs"])
+def test_sample_frequencies_match_softmax(name):
+  estimator = estimators.get(name)
+  logits = jnp.asarray(LOGITS, jnp.float32)
+  keys = jax.random.split(jax.random.key(7), 40_000)
+  samples = np.asarray(jax.vmap(lambda k: estimator(k, logits, tau=0.5))(keys))
+  if estimator.relaxed:
+    assert np.all((samples >= 0) & (samples <= 1))
+    assert np.mean(samples.max(-1) < 1) > 0.5  # relaxed, not one-hot (float32 may saturate)
+    np.testing.assert_allclose(samples.sum(-1), 1.0, atol=1e-5)
+    samples = np.eye(N)[samples.argmax(-1)]  # argmax of GS is the Gumbel-max sample
+  else:
+    assert set(np.unique(samples)) == {0.0, 1.0}
+    np.testing.assert_array_equal(samples.sum(-1), 1.0)
+  counts = samples.sum(0)
+  expected = _softmax_np(LOGITS) * len(samples)
+  assert stats.chisquare(counts, expected).pvalue > 1e-4
+
+
+def _softmax_jacobian(s, tau):
+  return (np.diag(s) - np.outer(s, s)) / tau
+
+
+def test_straight_through_gradient_is_closed_form():
+  w = np.array([0.3, -1.2, 2.0, 0.7])
+  for tau in (0.1, 1.0, 3.0):
+    grad = jax.grad(
+        lambda t: jnp.sum(jnp.asarray(w, jnp.float32) * estimators.straight_through(jax.random.key(0), t, tau=tau))
+    )(jnp.asarray(LOGITS, jnp.float32))
+    expected = _softmax_jacobian(_softmax_np(LOGITS / tau), tau).T @ w
+    np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gumbel_softmax_and_st_gs_gradients_are_closed_form():
+  w = np.array([0.3, -1.2, 2.0, 0.7])
+  logits = jnp.asarray(LOGITS, jnp.float32)
+  for seed, tau in itertools.product(range(3), (0.2, 1.0)):
+    key = jax.random.key(seed)
+    relaxed = np.asarray(estimators.gumbel_softmax(key, logits, tau=tau), np.float64)
+    expected = _softmax_jacobian(relaxed, tau).T @ w
+    grad_gs = jax.grad(lambda t: jnp.sum(w * estimators.gumbel_softmax(key, t, tau=tau)))(logits)
+    np.testing.assert_allclose(grad_gs, expected, rtol=1e-4, atol=1e-5)
+    sample = estimators.st_gumbel_softmax(key, logits, tau=tau)
+    np.testing.assert_array_equal(sample, np.eye(N)[relaxed.argmax()])
+    grad_stgs = jax.grad(lambda t: jnp.sum(w * estimators.st_gumbel_softmax(key, t, tau=tau)))(logits)
+    np.testing.assert_allclose(grad_stgs, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_reinforce_is_unbiased_against_enumeration():
+  """Mean of the score-function gradient with a baseline equals the exact gradient."""
+  p = _softmax_np(LOGITS)
+  losses = np.array([A[i, i] for i in range(N)])
+  exact = p * (losses - p @ losses)  # d/dtheta sum_i p_i f(e_i)
+  baseline = 0.5
+
+  def one(key):
+    def surrogate(theta):
+      d = estimators.reinforce(key, theta)
+      loss = _loss(d)
+      log_prob = estimators.categorical_log_prob(theta, d)
+      return loss + estimators.score_function_surrogate(log_prob, loss, baseline)
+
+    return jax.grad(surrogate)(jnp.asarray(LOGITS, jnp.float32))
+
+  draws = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(5), 40_000)), np.float64)
+  _assert_mean_close(draws, exact, np.zeros(N))
+
+
+def test_categorical_log_prob_and_masks():
+  logits = jnp.array([0.0, -jnp.inf, 1.0])
+  d = jnp.array([0.0, 0.0, 1.0])
+  expected = 1.0 - np.log(1.0 + np.e)
+  np.testing.assert_allclose(estimators.categorical_log_prob(logits, d), expected, rtol=1e-6)
+  grad = jax.grad(lambda t: estimators.categorical_log_prob(t, d))(logits)
+  assert np.isfinite(np.asarray(grad)).all() and grad[1] == 0.0
+
+
+def test_running_mean_baseline():
+  baseline = estimators.RunningMeanBaseline(decay=0.5)
+  state = baseline.init()
+  update = jax.jit(baseline.update)
+  state = update(state, jnp.array([2.0, 4.0]))
+  assert float(state.mean) == 3.0  # the first update takes the batch mean
+  state = update(state, jnp.array([5.0]))
+  assert float(state.mean) == 4.0 and int(state.count) == 2
+  with pytest.raises(ValueError, match="decay"):
+    estimators.RunningMeanBaseline(decay=1.0)
+
+
+ALL_NAMES = ["st", "st_gs", "gs", "gr_mc1", "gr_mc10", "gr_mc1000", "reinforce"]
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+@pytest.mark.parametrize("tau", [0.01, 1.0, 10.0])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_numerics_large_logits_masks_low_tau(name, tau, dtype):
+  estimator = estimators.get(name)
+  key = jax.random.key(11)
+  logits = 50.0 * jax.random.normal(key, (8, 5, 6))
+  mask = jax.random.bernoulli(jax.random.key(12), 0.4, logits.shape).at[..., 0].set(False)
+  logits = jnp.where(mask, -jnp.inf, logits).astype(dtype)
+  cotangent = jax.random.normal(jax.random.key(13), logits.shape)
+
+  def f(theta):
+    return jnp.sum(cotangent * estimator(jax.random.key(14), theta, tau=tau).astype(jnp.float32))
+
+  sample = estimator(jax.random.key(14), logits, tau=tau)
+  grad = jax.grad(f)(logits)
+  assert sample.dtype == dtype and grad.dtype == dtype
+  assert np.isfinite(np.asarray(sample, np.float32)).all()
+  assert np.isfinite(np.asarray(grad, np.float32)).all()
+  np.testing.assert_array_equal(np.asarray(grad, np.float32)[np.asarray(mask)], 0.0)
+  np.testing.assert_array_equal(np.asarray(sample, np.float32)[np.asarray(mask)], 0.0)
+  if not estimator.relaxed:
+    values = np.asarray(sample, np.float32)
+    assert set(np.unique(values)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(values.sum(-1), 1.0)
+
+
+def test_masked_conditional_gumbel_is_minus_inf():
+  logits = jnp.array([1.0, -jnp.inf, 0.0])
+  g = estimators.conditional_gumbel(jax.random.key(0), logits, jnp.array([0.0, 0.0, 1.0]), 10)
+  assert np.all(np.isneginf(np.asarray(g[:, 1])))
+  assert np.all(np.isfinite(np.asarray(g[:, [0, 2]])))
+
+
+def test_chunked_backward_equals_unchunked_distribution(monkeypatch):
+  """Chunking K changes which random numbers are used but not the estimator.
+
+  With K = 7 split into chunks of 3, 3 and 1, the mean over draws must still
+  equal the exact ST-GS expectation (and exactly 7 samples are averaged: the
+  gradient of a constant-cotangent loss is exactly zero either way).
+  """
+  monkeypatch.setattr(estimators, "MAX_CHUNK_ELEMENTS", 3 * N)
+  ref_sums, ref_sq, counts = _reference_stgs(num=2_000_000, seed=99)
+  total = counts.sum()
+  mean = ref_sums.sum(0) / total
+  se = np.sqrt((ref_sq.sum(0) / total - mean**2) / total)
+  draws, _ = _estimator_draws(estimators.gumbel_rao, 20_000, seed=42, tau=TAU, num_samples=7)
+  _assert_mean_close(draws, mean, se)
+  # softmax Jacobians have zero row sums: a constant cotangent gives zero grad.
+  g = jax.grad(lambda t: jnp.sum(estimators.gumbel_rao(jax.random.key(0), t, num_samples=7)))(
+      jnp.asarray(LOGITS, jnp.float32)
+  )
+  np.testing.assert_allclose(g, 0.0, atol=1e-6)
+
+
+def test_jit_vmap_grad_compose_without_recompiling():
+  traces = []
+
+  @jax.jit
+  def step(key, logits):
+    traces.append(None)
+
+    def loss(theta):
+      keys = jax.random.split(key, theta.shape[0])
+      samples = jax.vmap(lambda k, t: estimators.gumbel_rao(k, t, tau=0.5, num_samples=20))(
+          keys, theta
+      )
+      return jnp.sum(samples * jnp.arange(theta.shape[-1]))
+
+    return jax.grad(loss)(logits)
+
+  logits = jax.random.normal(jax.random.key(0), (6, 3, 5))
+  g1 = step(jax.random.key(1), logits)
+  g2 = step(jax.random.key(2), logits + 1.0)
+  assert len(traces) == 1
+  assert g1.shape == logits.shape and not np.allclose(g1, g2)
+  # Old-style uint32 keys work too.
+  step(jax.random.PRNGKey(3), logits)
+
+
+class ArgumentErrorTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      ({"tau": 0.0}, "tau"),
+      ({"tau": -1.0}, "tau"),
+      ({"tau": float("inf")}, "tau"),
+      ({"num_samples": 0}, "num_samples"),
+      ({"num_samples": 2.5}, "num_samples"),
+      ({"num_samples": True}, "num_samples"),
+  )
+  def test_gumbel_rao_bad_arguments(self, kwargs, field):
+    with self.assertRaisesRegex(ValueError, field):
+      estimators.gumbel_rao(jax.random.key(0), jnp.zeros(3), **kwargs)
+
+  @parameterized.parameters("st", "st_gs", "gs", "gr_mc5")
+  def test_bad_tau_and_integer_logits(self, name):
+    est = estimators.get(name)
+    with self.assertRaisesRegex(ValueError, "tau"):
+      est(jax.random.key(0), jnp.zeros(3), tau=0.0)
+    with self.assertRaisesRegex(ValueError, "logits"):
+      est(jax.random.key(0), jnp.zeros(3, jnp.int32), tau=1.0)
+
+  def test_errors_are_raised_at_trace_time_under_jit(self):
+    with self.assertRaisesRegex(ValueError, "tau"):
+      jax.jit(lambda t: estimators.st_gumbel_softmax(jax.random.key(0), t, tau=-0.5))(jnp.zeros(3))
+
+  def test_sample_shape_mismatch(self):
+    with self.assertRaisesRegex(ValueError, "sample"):
+      estimators.conditional_gumbel(jax.random.key(0), jnp.zeros((2, 3)), jnp.zeros(3), 4)
+    with self.assertRaisesRegex(ValueError, "sample"):
+      estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.zeros((2, 4)))
+
+  def test_get_names(self):
+    assert estimators.get("gr_mc100").fn.keywords["num_samples"] == 100
+    assert estimators.get("gs").relaxed and estimators.get("reinforce").score_function
+    for bad in ("gr_mc0", "gr_mc", "grmc10", "ST", "gumbel"):
+      with self.assertRaisesRegex(ValueError, "valid names: st, st_gs, gs, gr_mc"):
+        estimators.get(bad)
