@@ -1,0 +1,42 @@
+"""Shared defaults of the discrete-VAE configs (vae_2ary.py ... vae_16ary.py)."""
+
+import ml_collections
+
+
+def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
+  """The VAE config for m = num_vars variables of the given arity (m log2 n = 240)."""
+  config = ml_collections.ConfigDict()
+  config.experiment = "vae"
+  # Data: a directory with binarized_mnist.npz or the .amat files; "" = the cache.
+  config.dataset = "binarized_mnist"  # or "synthetic" (tests)
+  config.data_dir = ""
+  config.download = False
+  # Model.
+  config.arity = arity
+  config.num_vars = num_vars
+  config.encoder_widths = (512, 256)
+  config.decoder_widths = (256, 512)
+  config.activation = "relu"
+  # Estimator: a name accepted by gr_jax.estimators.get.
+  config.estimator = "gr_mc100"
+  config.tau = 0.5
+  config.baseline_decay = 0.99  # REINFORCE's running-mean baseline
+  # Optimization: SGD with momentum, fixed temperature, no annealing.
+  config.batch_size = 20
+  config.num_steps = 50_000
+  config.learning_rate = 1e-3
+  config.momentum = 0.9
+  config.weight_decay = 0.0
+  config.seed = 0
+  # Logging, evaluation, checkpoints (every N steps; 0 = off).
+  config.log_every = 500
+  config.eval_every = 5_000
+  config.periodic_eval_samples = 100  # IWAE M of the periodic validation bound
+  config.checkpoint_every = 5_000
+  config.variance_every = 5_000  # log10 trace Cov of the encoder gradient (Figure 2a)
+  config.variance_draws = 100
+  config.num_eval_samples = 5_000  # IWAE M of the final valid/test numbers
+  config.num_eval_examples = -1  # -1 = the whole split
+  config.eval_batch_size = 100
+  config.iwae_chunk_size = 100
+  return config

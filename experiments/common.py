@@ -1,0 +1,165 @@
+"""What every experiment shares: config checks, the workdir's files, checkpoints.
+
+A workdir holds ``config.json``, ``metrics.jsonl`` (one JSON object per logged
+step), TensorBoard events (when tensorboardX is installed), ``checkpoints/``
+(orbax) and, at the end, ``results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import time
+from typing import Any, Iterable
+
+import orbax.checkpoint as ocp
+from absl import logging
+from ml_collections import ConfigDict
+
+from gr_jax import estimators
+
+
+class ConfigError(ValueError):
+  """An invalid config value; the message names the field and the allowed values."""
+
+
+def require(condition: bool, field: str, allowed: str, value: Any) -> None:
+  """Raises ConfigError('config.FIELD must be ALLOWED; got VALUE') unless condition."""
+  if not condition:
+    raise ConfigError(f"config.{field} must be {allowed}; got {value!r}.")
+
+
+def check_estimator(config: ConfigDict, allowed: Iterable[str] | None = None) -> estimators.Estimator:
+  """The configured estimator, or ConfigError naming the valid ones."""
+  name = config.estimator
+  try:
+    estimator = estimators.get(name)
+  except ValueError as e:
+    raise ConfigError(f"config.estimator: {e}") from None
+  if allowed is not None and not (name in allowed or (name.startswith("gr_mc") and "gr_mc<K>" in allowed)):
+    raise ConfigError(
+        f"config.estimator must be one of {', '.join(allowed)} for this experiment; got {name!r}."
+    )
+  return estimator
+
+
+def check_common(config: ConfigDict) -> None:
+  """Checks the fields every experiment shares, before any compute."""
+  require(isinstance(config.tau, (int, float)) and config.tau > 0, "tau", "a number > 0", config.tau)
+  require(
+      isinstance(config.batch_size, int) and config.batch_size >= 1,
+      "batch_size",
+      "an int >= 1",
+      config.batch_size,
+  )
+  require(isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
+          "learning_rate", "a number > 0", config.learning_rate)
+  require(isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
+          "weight_decay", "a number >= 0", config.weight_decay)
+  require(isinstance(config.seed, int), "seed", "an int", config.seed)
+
+
+def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
+  """Writes JSON so that a reader (or a crash) never sees a partial file."""
+  tmp = path.with_suffix(path.suffix + ".tmp")
+  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+  os.replace(tmp, path)
+
+
+class MetricsWriter:
+  """Appends ``{"step": s, "split": name, metric: value, ...}`` lines to metrics.jsonl.
+
+  Each line is flushed and fsync'ed, so an interrupted run keeps everything it
+  logged. TensorBoard scalars are written too when tensorboardX is installed.
+  """
+
+  def __init__(self, workdir: pathlib.Path):
+    self.path = workdir / "metrics.jsonl"
+    self._file = open(self.path, "a")
+    try:
+      from tensorboardX import SummaryWriter  # optional: pip install gr_jax[tensorboard]
+
+      self._tb = SummaryWriter(str(workdir / "tensorboard"))
+    except ImportError:
+      self._tb = None
+
+  def truncate_after(self, step: int) -> None:
+    """Drops lines of steps after ``step`` (a resumed run logs them again, identically)."""
+    self._file.close()
+    lines = self.path.read_text().splitlines() if self.path.exists() else []
+    kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
+    tmp = self.path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, self.path)
+    self._file = open(self.path, "a")
+
+  def write(self, step: int, split: str, **metrics: float) -> None:
+    record = {"step": int(step), "split": split, **{k: float(v) for k, v in metrics.items()}}
+    self._file.write(json.dumps(record) + "\n")
+    self._file.flush()
+    os.fsync(self._file.fileno())
+    if self._tb is not None:
+      for name, value in metrics.items():
+        self._tb.add_scalar(f"{split}/{name}", float(value), int(step))
+      self._tb.flush()
+
+  def close(self) -> None:
+    self._file.close()
+    if self._tb is not None:
+      self._tb.close()
+
+
+class Checkpointer:
+  """Orbax checkpoints of a pytree under ``workdir/checkpoints``.
+
+  Orbax writes each checkpoint to a temporary directory and renames it when
+  complete, so a run killed while saving keeps the previous checkpoint.
+  """
+
+  def __init__(self, workdir: pathlib.Path, max_to_keep: int = 2):
+    self._manager = ocp.CheckpointManager(
+        (workdir / "checkpoints").absolute(),
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False
+        ),
+    )
+
+  def latest_step(self) -> int | None:
+    return self._manager.latest_step()
+
+  def save(self, step: int, state: Any) -> None:
+    if self._manager.latest_step() != step:
+      self._manager.save(step, args=ocp.args.StandardSave(state))
+      self._manager.wait_until_finished()
+
+  def restore(self, step: int, template: Any) -> Any:
+    return self._manager.restore(step, args=ocp.args.StandardRestore(template))
+
+  def close(self) -> None:
+    self._manager.close()
+
+
+def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
+  path = pathlib.Path(workdir)
+  path.mkdir(parents=True, exist_ok=True)
+  write_json_atomic(path / "config.json", config.to_dict())
+  return path
+
+
+class ProgressLogger:
+  """Logs step, steps/s and ETA every ``every`` steps."""
+
+  def __init__(self, first_step: int, last_step: int, every: int):
+    self.last_step, self.every = last_step, max(1, every)
+    self._t0, self._s0 = time.perf_counter(), first_step
+
+  def maybe_log(self, step: int, **metrics: float) -> bool:
+    if step % self.every and step != self.last_step:
+      return False
+    elapsed = time.perf_counter() - self._t0
+    rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
+    eta = (self.last_step - step) / rate if rate > 0 else float("nan")
+    values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+    logging.info("step %d/%d  %.1f steps/s  ETA %.0fs  %s", step, self.last_step, rate, eta, values)
+    return True

@@ -1,0 +1,243 @@
+"""Discrete VAE on binarized MNIST (Paulus et al. 2021, section 5.3, Tables 2-3, Figure 2).
+
+Training maximizes the single-sample bound log p(x, D) - log q(D | x) with the
+configured estimator (REINFORCE adds its score-function surrogate with a
+running-mean baseline); evaluation is the importance-weighted bound with exact
+discrete samples. Runs resume from their latest checkpoint in the workdir.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+from flax import nnx
+from ml_collections import ConfigDict
+
+from experiments import common
+from gr_jax import diagnostics, estimators
+from gr_jax.data import mnist
+from gr_jax.models import vae
+
+DATASETS = ("binarized_mnist", "synthetic")
+
+
+def validate(config: ConfigDict) -> estimators.Estimator:
+  """Checks the config before any compute; ConfigError names the field."""
+  estimator = common.check_estimator(config)
+  common.check_common(config)
+  try:
+    vae.log2_arity(config.arity)
+  except ValueError:
+    raise common.ConfigError(
+        f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
+    ) from None
+  common.require(isinstance(config.num_vars, int) and config.num_vars >= 1, "num_vars", "an int >= 1", config.num_vars)
+  common.require(isinstance(config.num_steps, int) and config.num_steps >= 0, "num_steps", "an int >= 0", config.num_steps)
+  common.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
+  common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  for field in ("eval_every", "checkpoint_every", "variance_every", "log_every"):
+    common.require(isinstance(config[field], int) and config[field] >= 0, field, "an int >= 0 (0 = off)", config[field])
+  for field in ("num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size"):
+    common.require(isinstance(config[field], int) and config[field] >= 1, field, "an int >= 1", config[field])
+  common.require(isinstance(config.variance_draws, int) and config.variance_draws >= 2,
+                 "variance_draws", "an int >= 2", config.variance_draws)
+  common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
+                 "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
+  return estimator
+
+
+def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
+  data = mnist.load(
+      config.data_dir or None,
+      download=config.download,
+      synthetic_data=config.dataset == "synthetic",
+  )
+  common.require(
+      config.batch_size <= len(data["train"]),
+      "batch_size",
+      f"at most the number of training images ({len(data['train'])})",
+      config.batch_size,
+  )
+  return data
+
+
+class Batches:
+  """Training batches: a fresh permutation every epoch, from (seed, epoch) alone.
+
+  ``batch(step)`` depends only on the step, so a resumed run sees exactly the
+  batches an uninterrupted run would have seen. The last partial batch of an
+  epoch is dropped.
+  """
+
+  def __init__(self, images: np.ndarray, batch_size: int, seed: int):
+    self.images, self.batch_size, self.seed = images, batch_size, seed
+    self.steps_per_epoch = len(images) // batch_size
+    self._epoch, self._perm = -1, None
+
+  def batch(self, step: int) -> np.ndarray:
+    epoch, index = divmod(step, self.steps_per_epoch)
+    if epoch != self._epoch:
+      self._epoch = epoch
+      self._perm = np.random.default_rng([self.seed, epoch]).permutation(len(self.images))
+    rows = self._perm[index * self.batch_size : (index + 1) * self.batch_size]
+    return self.images[rows].astype(np.float32)
+
+
+def make_model(config: ConfigDict) -> vae.DiscreteVAE:
+  return vae.DiscreteVAE(
+      config.num_vars,
+      config.arity,
+      encoder_widths=tuple(config.encoder_widths),
+      decoder_widths=tuple(config.decoder_widths),
+      activation=config.activation,
+      rngs=nnx.Rngs(config.seed),
+  )
+
+
+def make_optimizer(config: ConfigDict) -> optax.GradientTransformation:
+  return optax.chain(
+      optax.add_decayed_weights(config.weight_decay),
+      optax.sgd(config.learning_rate, momentum=config.momentum or None),
+  )
+
+
+class Trainer:
+  """Pure, jitted functions of the parameters (a pure dict) for one config."""
+
+  def __init__(self, config: ConfigDict, estimator: estimators.Estimator):
+    self.config, self.estimator = config, estimator
+    model = make_model(config)
+    self.graphdef, state = nnx.split(model)
+    self.init_params = nnx.to_pure_dict(state)
+    self.optimizer = make_optimizer(config)
+    self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
+    self.train_step = jax.jit(self._train_step, donate_argnums=0)
+    self.iwae = jax.jit(self._iwae, static_argnums=3)
+    self.encoder_grad_stats = jax.jit(self._encoder_grad_stats)
+
+  def model(self, params) -> vae.DiscreteVAE:
+    return nnx.merge(self.graphdef, params)
+
+  def init_state(self):
+    return {
+        "params": self.init_params,
+        "opt_state": self.optimizer.init(self.init_params),
+        "baseline": self.baseline.init(),
+    }
+
+  def _loss(self, params, x, key, baseline_mean):
+    bound, log_q = vae.single_sample_bound(self.model(params), x, key, self.estimator, self.config.tau)
+    loss = -jnp.mean(bound)
+    objective = loss
+    if self.estimator.score_function:
+      objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
+    return objective, bound
+
+  def _train_step(self, state, x, key):
+    grads, bound = jax.grad(self._loss, has_aux=True)(state["params"], x, key, state["baseline"].mean)
+    updates, opt_state = self.optimizer.update(grads, state["opt_state"], state["params"])
+    new_state = {
+        "params": optax.apply_updates(state["params"], updates),
+        "opt_state": opt_state,
+        "baseline": self.baseline.update(state["baseline"], -bound),
+    }
+    return new_state, jnp.mean(bound)
+
+  def _iwae(self, params, x, key, num_samples):
+    return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size)
+
+  def _encoder_grad_stats(self, params, x, key, baseline_mean):
+    """Trace of the covariance of the encoder gradient over estimator draws."""
+
+    def encoder_grad(draw_key):
+      return jax.grad(self._loss, has_aux=True)(params, x, draw_key, baseline_mean)[0]["encoder"]
+
+    draws = self.config.variance_draws
+    chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
+    return diagnostics.gradient_stats(encoder_grad, key, draws, chunk_size=chunk).trace_variance
+
+  def evaluate(self, params, images: np.ndarray, key, num_samples: int) -> float:
+    """Mean negative IWAE bound (nats) over ``images``, in eval batches."""
+    size = self.config.eval_batch_size
+    total = 0.0
+    for start in range(0, len(images), size):
+      x = jnp.asarray(images[start : start + size], jnp.float32)
+      bounds = self.iwae(params, x, jax.random.fold_in(key, start), num_samples)
+      total += float(jnp.sum(bounds))
+    return -total / len(images)
+
+
+def _eval_subset(images: np.ndarray, count: int, seed: int) -> np.ndarray:
+  """All images, or a fixed random subset (the splits are sorted by class)."""
+  if count < 0 or count >= len(images):
+    return images
+  return images[np.random.default_rng(seed).permutation(len(images))[:count]]
+
+
+def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+  """Trains (resuming from workdir's latest checkpoint), evaluates, writes results.json."""
+  estimator = validate(config)
+  data = load_data(config)
+  path = common.prepare_workdir(workdir, config)
+  trainer = Trainer(config, estimator)
+  batches = Batches(data["train"], config.batch_size, config.seed)
+  checkpointer = common.Checkpointer(path)
+  writer = common.MetricsWriter(path)
+  state = trainer.init_state()
+  start = checkpointer.latest_step() or 0
+  if start:
+    state = checkpointer.restore(start, state)
+    logging.info("resumed from the checkpoint at step %d", start)
+  writer.truncate_after(start)
+  root_key = jax.random.key(config.seed)
+  train_key, eval_key, variance_key, final_key = (jax.random.fold_in(root_key, i) for i in range(1, 5))
+  valid = _eval_subset(data["valid"], config.num_eval_examples, config.seed)
+  test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
+  fixed_batch = jnp.asarray(Batches(data["train"], config.batch_size, config.seed + 1).batch(0))
+  progress = common.ProgressLogger(start, config.num_steps, config.log_every)
+  for step in range(start + 1, config.num_steps + 1):
+    x = jnp.asarray(batches.batch(step - 1))
+    state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step))
+    if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
+      progress.maybe_log(step, train_bound=float(bound))
+      writer.write(step, "train", bound=float(bound), epoch=step / batches.steps_per_epoch)
+    if config.variance_every and step % config.variance_every == 0:
+      trace = trainer.encoder_grad_stats(
+          state["params"], fixed_batch, jax.random.fold_in(variance_key, step), state["baseline"].mean
+      )
+      writer.write(step, "train", log10_grad_variance=diagnostics.log10(trace))
+    if config.eval_every and step % config.eval_every == 0 and step != config.num_steps:
+      nll = trainer.evaluate(state["params"], valid, jax.random.fold_in(eval_key, step), config.periodic_eval_samples)
+      writer.write(step, "valid", nll=nll, num_samples=config.periodic_eval_samples)
+      logging.info("step %d valid nll (M=%d) %.3f", step, config.periodic_eval_samples, nll)
+    if config.checkpoint_every and step % config.checkpoint_every == 0:
+      checkpointer.save(step, state)
+  checkpointer.save(config.num_steps, state)
+  t0 = time.perf_counter()
+  results = {
+      "valid_nll": trainer.evaluate(state["params"], valid, jax.random.fold_in(final_key, 0), config.num_eval_samples),
+      "test_nll": trainer.evaluate(state["params"], test, jax.random.fold_in(final_key, 1), config.num_eval_samples),
+  }
+  eval_seconds = time.perf_counter() - t0
+  for split in ("valid", "test"):
+    writer.write(config.num_steps, split, nll=results[f"{split}_nll"], num_samples=config.num_eval_samples)
+  results.update(
+      steps=config.num_steps,
+      estimator=config.estimator,
+      tau=config.tau,
+      batch_size=config.batch_size,
+      seed=config.seed,
+      num_eval_samples=config.num_eval_samples,
+      num_eval_examples=len(test),
+      final_eval_seconds=eval_seconds,
+  )
+  common.write_json_atomic(path / "results.json", results)
+  logging.info("results: %s", results)
+  writer.close()
+  checkpointer.close()
+  return results

@@ -1,0 +1,88 @@
+"""Runs a grid of configs (estimators x seeds [x extra values]) and writes the table.
+
+Each run is ``python -m experiments.main`` in its own workdir
+``OUT/<estimator>[_<field>=<value>]_seed<seed>``; runs that already wrote
+``results.json`` are skipped and interrupted ones resume, so the whole grid can
+be restarted. At the end the table (mean and standard deviation over seeds of
+each numeric result) is printed and written to ``OUT/table.md`` and
+``OUT/table.json``.
+
+  python scripts/run_grid.py --config=configs/vae_16ary.py --out=runs/vae16 \
+      --estimators=st_gs,gr_mc10,gr_mc100 --seeds=0,1,2 --jobs=2 \
+      --set=num_steps=20000 --set=data_dir=../shared/data/binarized_mnist
+"""
+
+import concurrent.futures
+import itertools
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+
+from absl import app, flags
+
+_CONFIG = flags.DEFINE_string("config", None, "Config file.", required=True)
+_OUT = flags.DEFINE_string("out", None, "Directory for the runs and the table.", required=True)
+_ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds.")
+_SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every run.")
+_SWEEP = flags.DEFINE_multi_string(
+    "sweep", [], "FIELD=V1,V2,... : extra grid axes (e.g. tau=0.01,0.1 or learning_rate=0.1,0.5)."
+)
+_METRICS = flags.DEFINE_list("metrics", ["valid_nll", "test_nll"], "results.json keys to tabulate.")
+_JOBS = flags.DEFINE_integer("jobs", 1, "Runs at a time.")
+
+
+def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
+  results = workdir / "results.json"
+  if not results.exists():
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "experiments.main", f"--config={_CONFIG.value}", f"--workdir={workdir}"]
+    command += [f"--config.{o}" for o in overrides]
+    with open(workdir / "log.txt", "a") as log:
+      subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+  return json.loads(results.read_text())
+
+
+def main(argv):
+  del argv
+  out = pathlib.Path(_OUT.value)
+  sweeps = [(s.split("=", 1)[0], s.split("=", 1)[1].split(",")) for s in _SWEEP.value]
+  jobs = {}
+  with concurrent.futures.ThreadPoolExecutor(_JOBS.value) as pool:
+    for estimator, *values, seed in itertools.product(
+        _ESTIMATORS.value, *[v for _, v in sweeps], _SEEDS.value
+    ):
+      setting = tuple(f"{name}={value}" for (name, _), value in zip(sweeps, values))
+      name = "_".join([estimator, *setting, f"seed{seed}"])
+      overrides = [*_SET.value, f"estimator={estimator}", f"seed={seed}", *setting]
+      jobs[(estimator, setting, seed)] = pool.submit(_run, out / name, overrides)
+  rows = {}
+  for (estimator, setting, seed), job in jobs.items():
+    rows.setdefault((estimator, setting), []).append(job.result())
+  table = []
+  lines = [
+      f"config: {_CONFIG.value}; overrides: {' '.join(_SET.value) or '-'}",
+      "",
+      "| estimator | setting | seeds | " + " | ".join(_METRICS.value) + " |",
+      "|---|---|---|" + "---|" * len(_METRICS.value),
+  ]
+  for (estimator, setting), results in rows.items():
+    entry = {"estimator": estimator, "setting": list(setting), "seeds": len(results)}
+    cells = []
+    for metric in _METRICS.value:
+      values = [r[metric] for r in results]
+      mean = statistics.mean(values)
+      std = statistics.stdev(values) if len(values) > 1 else 0.0
+      entry[metric] = {"mean": mean, "std": std, "values": values}
+      cells.append(f"{mean:.2f} ± {std:.2f}")
+    table.append(entry)
+    lines.append(f"| {estimator} | {' '.join(setting) or '-'} | {len(results)} | " + " | ".join(cells) + " |")
+  (out / "table.json").write_text(json.dumps(table, indent=2) + "\n")
+  (out / "table.md").write_text("\n".join(lines) + "\n")
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  app.run(main)

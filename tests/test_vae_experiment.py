@@ -1,0 +1,99 @@
+"""Integration tests of experiments/vae.py through the real CLI on synthetic data."""
+
+import json
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from configs import vae_16ary
+from experiments import common, vae
+from tests.cli import run_main
+
+TINY = (
+    "dataset=synthetic",
+    "encoder_widths=(32,)",
+    "decoder_widths=(32,)",
+    "checkpoint_every=2",
+    "log_every=1",
+    "eval_every=2",
+    "variance_every=2",
+    "variance_draws=4",
+    "num_eval_samples=20",
+    "periodic_eval_samples=3",
+    "eval_batch_size=25",
+    "iwae_chunk_size=10",
+)
+
+
+def _params(workdir, step):
+  restored = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(step) / "default").absolute())
+  return restored["params"]
+
+
+def test_two_step_run_writes_outputs(tmp_path):
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=gr_mc10")
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["num_steps"] == 2 and config["estimator"] == "gr_mc10"
+  records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert {r["step"] for r in records} == {1, 2}
+  assert any("log10_grad_variance" in r for r in records)
+  assert any(r["split"] == "test" and r["nll"] > 0 for r in records)
+  assert (tmp_path / "checkpoints" / "2").is_dir()
+  results = json.loads((tmp_path / "results.json").read_text())
+  for key in ("valid_nll", "test_nll", "steps", "estimator", "tau", "batch_size", "seed"):
+    assert key in results
+  assert results["steps"] == 2 and np.isfinite(results["test_nll"])
+
+
+@pytest.mark.parametrize("estimator", ["st_gs", "reinforce"])
+def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
+  whole, parts = tmp_path / "whole", tmp_path / "parts"
+  run_main("configs/vae_16ary.py", whole, *TINY, "num_steps=6", f"estimator={estimator}")
+  # The interrupted run: stopped after step 4 (its last checkpoint), started again.
+  run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=4", f"estimator={estimator}")
+  second = run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=6", f"estimator={estimator}")
+  assert "resumed from the checkpoint at step 4" in second.stderr
+  for a, b in zip(jax.tree.leaves(_params(whole, 6)), jax.tree.leaves(_params(parts, 6))):
+    np.testing.assert_array_equal(a, b)
+  results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
+  assert results[0]["test_nll"] == results[1]["test_nll"]
+  train_lines = lambda d: [l for l in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+  assert train_lines(whole) == train_lines(parts)
+
+
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ("estimator=gr_mc0", "config.estimator"),
+        ("tau=-0.5", "config.tau"),
+        ("arity=6", "config.arity"),
+        ("batch_size=100000", "config.batch_size"),
+        ("momentum=1.5", "config.momentum"),
+    ],
+)
+def test_bad_config_values_name_the_field(tmp_path, override, field):
+  config = vae_16ary.get_config()
+  config.dataset = "synthetic"
+  name, value = override.split("=")
+  config[name] = type(config[name])(value) if name != "estimator" else value
+  with pytest.raises(common.ConfigError, match=field.replace(".", r"\.")):
+    vae.train_and_evaluate(config, str(tmp_path))
+  assert not (tmp_path / "checkpoints").exists()  # stopped before any compute
+
+
+def test_cli_error_is_one_line(tmp_path):
+  result = run_main("configs/vae_16ary.py", tmp_path, "dataset=synthetic", "estimator=foo", check=False)
+  assert result.returncode != 0
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: config.estimator") and "valid names" in last
+  assert "Traceback" not in result.stderr
+
+
+def test_missing_data_error(tmp_path):
+  result = run_main(
+      "configs/vae_16ary.py", tmp_path, f"data_dir={tmp_path / 'none'}", check=False
+  )
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: binarized MNIST not found") and "--config.data_dir" in last

@@ -1,0 +1,98 @@
+"""Tests of gr_jax.models.vae: shapes, the hypercube embedding, the IWAE bound."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from gr_jax.models import vae
+
+
+@pytest.mark.parametrize("arity,num_vars", [(2, 240), (4, 120), (8, 80), (16, 60)])
+def test_shapes(arity, num_vars):
+  model = vae.DiscreteVAE(num_vars, arity, rngs=nnx.Rngs(0))
+  x = jnp.zeros((3, 784))
+  logits = model.encode(x)
+  assert logits.shape == (3, num_vars, arity)
+  sample = jax.nn.one_hot(jnp.zeros((3, num_vars), jnp.int32), arity)
+  assert vae.hypercube_embedding(sample).shape == (3, 240)
+  assert model.decode(sample).shape == (3, 784)
+
+
+def test_hypercube_corners_are_distinct_corners():
+  for arity in (2, 4, 8, 16):
+    corners = np.asarray(vae.hypercube_corners(arity))
+    bits = int(math.log2(arity))
+    assert corners.shape == (arity, bits)
+    assert set(np.unique(corners)) == {-1.0, 1.0}
+    assert len({tuple(c) for c in corners}) == arity
+  # category 5 = 0b0101 -> (+1, -1, +1, -1) in bit order
+  np.testing.assert_array_equal(vae.hypercube_corners(16)[5], [1, -1, 1, -1])
+  relaxed = jnp.array([[0.5, 0.5, 0.0, 0.0]])
+  np.testing.assert_allclose(vae.hypercube_embedding(relaxed[None]), [[0.0, -1.0]])
+
+
+@pytest.mark.parametrize("arity", [3, 6, 1, 0])
+def test_arity_must_be_power_of_two(arity):
+  with pytest.raises(ValueError, match="arity must be a power of two"):
+    vae.DiscreteVAE(4, arity, rngs=nnx.Rngs(0))
+
+
+class _FixedPosterior(vae.DiscreteVAE):
+  """One latent variable; the encoder returns given logits."""
+
+  def __init__(self, logits, **kwargs):
+    super().__init__(1, logits.shape[-1], **kwargs)
+    self.fixed_logits = nnx.Variable(logits)
+
+  def encode(self, x):
+    return jnp.broadcast_to(self.fixed_logits.get_value(), (*x.shape[:-1], 1, self.arity))
+
+
+def _exact_log_px(model, x):
+  """log p(x) = log sum_D p(D) p(x | D) by enumerating the 8 values of D."""
+  arity = model.arity
+  samples = jax.nn.one_hot(jnp.arange(arity), arity)[:, None, :]  # [n, 1, n]
+  log_lik = jnp.stack([vae.bernoulli_log_likelihood(model.decode(d[None]), x) for d in samples])
+  return jax.nn.logsumexp(log_lik, axis=0) - math.log(arity)
+
+
+def test_iwae_equals_log_px_when_q_is_the_posterior():
+  base = vae.DiscreteVAE(1, 8, decoder_widths=(16,), num_pixels=784, rngs=nnx.Rngs(1))
+  x = (jax.random.uniform(jax.random.key(0), (1, 784)) < 0.3).astype(jnp.float32)
+  arity = 8
+  samples = jax.nn.one_hot(jnp.arange(arity), arity)[:, None, :]
+  log_lik = jnp.stack([vae.bernoulli_log_likelihood(base.decode(d[None]), x)[0] for d in samples])
+  posterior_logits = log_lik - jax.nn.logsumexp(log_lik)
+  model = _FixedPosterior(posterior_logits, decoder_widths=(16,), rngs=nnx.Rngs(1))
+  model.decoder = base.decoder
+  exact = _exact_log_px(model, x)
+  for m in (1, 7, 50):
+    bound = vae.iwae_bound(model, x, jax.random.key(m), m, chunk_size=4)
+    # Every importance weight equals p(x): exact up to float32 rounding.
+    np.testing.assert_allclose(bound, exact, rtol=0, atol=1e-3)
+
+
+def test_iwae_tightens_with_m_towards_log_px():
+  model = _FixedPosterior(jnp.zeros(8), decoder_widths=(16,), rngs=nnx.Rngs(2))
+  x = (jax.random.uniform(jax.random.key(1), (1, 784)) < 0.3).astype(jnp.float32)
+  exact = float(_exact_log_px(model, x)[0])
+  repeats = 200
+  means = {}
+  for m in (1, 10, 100):
+    keys = jax.random.split(jax.random.key(m), repeats)
+    draws = np.asarray(
+        jax.jit(jax.vmap(lambda k, m=m: vae.iwae_bound(model, x, k, m, chunk_size=25)[0]))(keys)
+    )
+    means[m] = (draws.mean(), draws.std() / np.sqrt(repeats))
+  # The expected bound increases with M and stays below log p(x); the
+  # differences are checked against 3 standard errors of the means.
+  (m1, s1), (m10, s10), (m100, s100) = means[1], means[10], means[100]
+  assert m1 + 3 * np.hypot(s1, s10) < m10
+  assert m10 < m100 + 3 * np.hypot(s10, s100)
+  assert m100 < exact + 3 * s100
+  assert exact - m100 < exact - m1
