@@ -13,6 +13,7 @@ import pathlib
 import time
 from typing import Any, Iterable
 
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from ml_collections import ConfigDict
@@ -58,6 +59,27 @@ def check_common(config: ConfigDict) -> None:
   require(isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
           "weight_decay", "a number >= 0", config.weight_decay)
   require(isinstance(config.seed, int), "seed", "an int", config.seed)
+
+
+class EpochBatches:
+  """Batch indices: a fresh permutation every epoch, from (seed, epoch) alone.
+
+  ``indices(step)`` depends only on the step, so a resumed run sees exactly
+  the batches an uninterrupted run would have seen. The last partial batch of
+  an epoch is dropped.
+  """
+
+  def __init__(self, num_examples: int, batch_size: int, seed: int):
+    self.num_examples, self.batch_size, self.seed = num_examples, batch_size, seed
+    self.steps_per_epoch = num_examples // batch_size
+    self._epoch, self._perm = -1, None
+
+  def indices(self, step: int) -> np.ndarray:
+    epoch, index = divmod(step, self.steps_per_epoch)
+    if epoch != self._epoch:
+      self._epoch = epoch
+      self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_examples)
+    return self._perm[index * self.batch_size : (index + 1) * self.batch_size]
 
 
 def write_json_atomic(path: pathlib.Path, obj: Any) -> None:

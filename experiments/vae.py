@@ -66,28 +66,6 @@ def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
   return data
 
 
-class Batches:
-  """Training batches: a fresh permutation every epoch, from (seed, epoch) alone.
-
-  ``batch(step)`` depends only on the step, so a resumed run sees exactly the
-  batches an uninterrupted run would have seen. The last partial batch of an
-  epoch is dropped.
-  """
-
-  def __init__(self, images: np.ndarray, batch_size: int, seed: int):
-    self.images, self.batch_size, self.seed = images, batch_size, seed
-    self.steps_per_epoch = len(images) // batch_size
-    self._epoch, self._perm = -1, None
-
-  def batch(self, step: int) -> np.ndarray:
-    epoch, index = divmod(step, self.steps_per_epoch)
-    if epoch != self._epoch:
-      self._epoch = epoch
-      self._perm = np.random.default_rng([self.seed, epoch]).permutation(len(self.images))
-    rows = self._perm[index * self.batch_size : (index + 1) * self.batch_size]
-    return self.images[rows].astype(np.float32)
-
-
 def make_model(config: ConfigDict) -> vae.DiscreteVAE:
   return vae.DiscreteVAE(
       config.num_vars,
@@ -185,7 +163,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   data = load_data(config)
   path = common.prepare_workdir(workdir, config)
   trainer = Trainer(config, estimator)
-  batches = Batches(data["train"], config.batch_size, config.seed)
+  batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
   checkpointer = common.Checkpointer(path)
   writer = common.MetricsWriter(path)
   state = trainer.init_state()
@@ -198,10 +176,11 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   train_key, eval_key, variance_key, final_key = (jax.random.fold_in(root_key, i) for i in range(1, 5))
   valid = _eval_subset(data["valid"], config.num_eval_examples, config.seed)
   test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
-  fixed_batch = jnp.asarray(Batches(data["train"], config.batch_size, config.seed + 1).batch(0))
+  fixed_rows = common.EpochBatches(len(data["train"]), config.batch_size, config.seed + 1).indices(0)
+  fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
   progress = common.ProgressLogger(start, config.num_steps, config.log_every)
   for step in range(start + 1, config.num_steps + 1):
-    x = jnp.asarray(batches.batch(step - 1))
+    x = jnp.asarray(data["train"][batches.indices(step - 1)], jnp.float32)
     state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step))
     if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
       progress.maybe_log(step, train_bound=float(bound))

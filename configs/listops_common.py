@@ -1,0 +1,36 @@
+"""Shared defaults of the ListOps configs (listops_L10.py, listops_L25.py, listops_L50.py)."""
+
+import ml_collections
+
+
+def listops_config(max_length: int) -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.experiment = "listops"
+  # Data: test_d20s.tsv and the validation file in data_dir; training data is
+  # generated (num_train_examples, data_seed) and cached unless train_file is set.
+  config.dataset = "listops"  # or "synthetic" (tests)
+  config.data_dir = ""
+  config.test_file = "test_d20s.tsv"
+  config.valid_file = "valid_d20s_1k.tsv"
+  config.train_file = ""
+  config.num_train_examples = 90_000
+  config.data_seed = 0
+  config.cache_dir = "~/.cache/gr_jax/listops"
+  config.max_length = max_length  # the L <= max_length subset
+  # Model (the basic Gumbel Tree-LSTM).
+  config.embed_dim = 128
+  config.hidden_dim = 128
+  config.classifier_hidden_dim = 128
+  # Estimator of the merge decisions: "st", "st_gs" or "gr_mc<K>".
+  config.estimator = "gr_mc10"
+  config.tau = 0.1
+  # Plain SGD, no momentum; batch size = L.
+  config.batch_size = max_length
+  config.learning_rate = 0.5
+  config.weight_decay = 1e-4
+  config.num_epochs = 10
+  config.seed = 0
+  config.log_every = 500
+  config.checkpoint_every = 2_000
+  config.eval_batch_size = 200
+  return config

@@ -1,0 +1,230 @@
+"""Unsupervised parsing on ListOps with a Gumbel Tree-LSTM (Paulus et al. 2021, Table 1).
+
+The merge decisions are discrete and the loss is computed on the tree they
+build, so only straight-through estimators apply ("st", "st_gs", "gr_mc<K>").
+Plain SGD, weight decay 1e-4, batch size = maximum length L, a fixed number of
+epochs; after every epoch the validation and test accuracies are measured
+(greedy merges), and the test accuracy at the best validation epoch is the
+reported result (model selection on validation only).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+from flax import nnx
+from ml_collections import ConfigDict
+
+from experiments import common
+from gr_jax.data import listops
+from gr_jax.models import tree_lstm
+
+DATASETS = ("listops", "synthetic")
+ESTIMATORS = ("st", "st_gs", "gr_mc<K>")
+GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
+
+
+def validate(config: ConfigDict):
+  estimator = common.check_estimator(config, ESTIMATORS)
+  common.check_common(config)
+  common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  common.require(isinstance(config.max_length, int) and config.max_length >= 2,
+                 "max_length", "an int >= 2 (the paper: 10, 25 or 50)", config.max_length)
+  common.require(isinstance(config.num_epochs, int) and config.num_epochs >= 1,
+                 "num_epochs", "an int >= 1", config.num_epochs)
+  common.require(isinstance(config.num_train_examples, int) and config.num_train_examples >= 1,
+                 "num_train_examples", "an int >= 1", config.num_train_examples)
+  for field in ("checkpoint_every", "log_every"):
+    common.require(isinstance(config[field], int) and config[field] >= 0, field, "an int >= 0 (0 = off)", config[field])
+  common.require(isinstance(config.eval_batch_size, int) and config.eval_batch_size >= 1,
+                 "eval_batch_size", "an int >= 1", config.eval_batch_size)
+  return estimator
+
+
+def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str]:
+  """The training TSV lines: config.train_file, else generated (and cached)."""
+  if config.train_file:
+    path = pathlib.Path(config.train_file)
+    if not path.is_file():
+      raise FileNotFoundError(
+          f"config.train_file {path} does not exist; write one with {GENERATOR_HINT}, or set"
+          " --config.train_file='' to generate the training data at start."
+      )
+    return path.read_text().splitlines()
+  exclude = listops.expressions(test_path) if test_path else set()
+  cache = pathlib.Path(config.cache_dir).expanduser() / (
+      f"train_n{config.num_train_examples}_seed{config.data_seed}.tsv"
+  )
+  if cache.is_file():
+    return cache.read_text().splitlines()
+  logging.info("generating %d ListOps training examples (seed %d)", config.num_train_examples, config.data_seed)
+  lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
+  cache.parent.mkdir(parents=True, exist_ok=True)
+  tmp = cache.with_suffix(".tmp")
+  tmp.write_text("\n".join(lines) + "\n")
+  tmp.replace(cache)
+  return lines
+
+
+def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
+  """Train/valid/test examples of length <= max_length."""
+  if config.dataset == "synthetic":
+    test = listops.generate(60, config.data_seed + 2)
+    valid = listops.generate(60, config.data_seed + 1, set(test))
+    train = listops.generate(config.num_train_examples, config.data_seed, set(test) | set(valid))
+    splits = {"train": train, "valid": valid, "test": test}
+  else:
+    data_dir = pathlib.Path(config.data_dir or ".")
+    paths = {"valid": data_dir / config.valid_file, "test": data_dir / config.test_file}
+    for split, path in paths.items():
+      if not path.is_file():
+        raise FileNotFoundError(
+            f"ListOps {split} file not found at {path}: set --config.data_dir to the directory"
+            f" holding {config.test_file} and {config.valid_file} (the d20s release of Nangia &"
+            f" Bowman 2018), or point --config.{split}_file at it; a validation split can also"
+            f" be generated with {GENERATOR_HINT}."
+        )
+    splits = {split: path.read_text().splitlines() for split, path in paths.items()}
+    splits["train"] = _train_lines(config, paths["test"])
+  data = {
+      split: listops.subset([listops.parse_line(l) for l in lines if l.strip()], config.max_length)
+      for split, lines in splits.items()
+  }
+  common.require(
+      config.batch_size <= len(data["train"]),
+      "batch_size",
+      f"at most the number of training examples of length <= {config.max_length} ({len(data['train'])})",
+      config.batch_size,
+  )
+  return data
+
+
+def make_model(config: ConfigDict) -> tree_lstm.GumbelTreeLSTM:
+  return tree_lstm.GumbelTreeLSTM(
+      len(listops.VOCAB),
+      listops.NUM_CLASSES,
+      embed_dim=config.embed_dim,
+      hidden_dim=config.hidden_dim,
+      classifier_hidden_dim=config.classifier_hidden_dim,
+      rngs=nnx.Rngs(config.seed),
+  )
+
+
+class Trainer:
+
+  def __init__(self, config: ConfigDict, estimator):
+    self.config, self.estimator = config, estimator
+    self.graphdef, state = nnx.split(make_model(config))
+    self.init_params = nnx.to_pure_dict(state)
+    self.optimizer = optax.chain(
+        optax.add_decayed_weights(config.weight_decay), optax.sgd(config.learning_rate)
+    )
+    self.train_step = jax.jit(self._train_step, donate_argnums=0)
+    self.predict = jax.jit(self._predict)
+
+  def init_state(self):
+    return {
+        "params": self.init_params,
+        "opt_state": self.optimizer.init(self.init_params),
+        # Model selection so far: best validation accuracy, its epoch and test accuracy.
+        "best": {"valid": jnp.asarray(-1.0), "test": jnp.asarray(0.0), "epoch": jnp.asarray(0)},
+    }
+
+  def _select(self, key, logits):
+    return self.estimator(key, logits, tau=self.config.tau)
+
+  def _loss(self, params, tokens, lengths, labels, key):
+    logits = nnx.merge(self.graphdef, params)(tokens, lengths, key, self._select)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+    return loss, jnp.mean(jnp.argmax(logits, -1) == labels)
+
+  def _train_step(self, state, tokens, lengths, labels, key):
+    (loss, accuracy), grads = jax.value_and_grad(self._loss, has_aux=True)(
+        state["params"], tokens, lengths, labels, key
+    )
+    updates, opt_state = self.optimizer.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    return {**state, "params": params, "opt_state": opt_state}, loss, accuracy
+
+  def _predict(self, params, tokens, lengths):
+    logits = nnx.merge(self.graphdef, params)(tokens, lengths, jax.random.key(0))
+    return jnp.argmax(logits, -1)
+
+  def accuracy(self, params, batch: listops.Batch) -> float:
+    """Greedy-parse accuracy over a split, in fixed-size (padded) eval batches."""
+    size = self.config.eval_batch_size
+    correct = 0
+    for start in range(0, len(batch.labels), size):
+      rows = np.arange(start, start + size) % len(batch.labels)  # pad by wrapping
+      predictions = np.asarray(self.predict(params, batch.tokens[rows], batch.lengths[rows]))
+      count = min(size, len(batch.labels) - start)
+      correct += int(np.sum(predictions[:count] == batch.labels[rows][:count]))
+    return correct / len(batch.labels)
+
+
+def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+  estimator = validate(config)
+  data = load_data(config)
+  encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
+  path = common.prepare_workdir(workdir, config)
+  trainer = Trainer(config, estimator)
+  batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
+  num_steps = config.num_epochs * batches.steps_per_epoch
+  checkpointer = common.Checkpointer(path)
+  writer = common.MetricsWriter(path)
+  state = trainer.init_state()
+  start = checkpointer.latest_step() or 0
+  if start:
+    state = checkpointer.restore(start, state)
+    logging.info("resumed from the checkpoint at step %d", start)
+  writer.truncate_after(start)
+  train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
+  progress = common.ProgressLogger(start, num_steps, config.log_every)
+  train = encoded["train"]
+  logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps",
+               len(train.labels), len(encoded["valid"].labels), len(encoded["test"].labels),
+               config.max_length, num_steps)
+  for step in range(start + 1, num_steps + 1):
+    rows = batches.indices(step - 1)
+    state, loss, accuracy = trainer.train_step(
+        state, train.tokens[rows], train.lengths[rows], train.labels[rows], jax.random.fold_in(train_key, step)
+    )
+    if config.log_every and step % config.log_every == 0:
+      progress.maybe_log(step, loss=float(loss), accuracy=float(accuracy))
+      writer.write(step, "train", loss=float(loss), accuracy=float(accuracy))
+    if step % batches.steps_per_epoch == 0:
+      epoch = step // batches.steps_per_epoch
+      valid_acc = trainer.accuracy(state["params"], encoded["valid"])
+      test_acc = trainer.accuracy(state["params"], encoded["test"])
+      writer.write(step, "valid", accuracy=valid_acc, epoch=epoch)
+      writer.write(step, "test", accuracy=test_acc, epoch=epoch)
+      logging.info("epoch %d: valid %.4f test %.4f", epoch, valid_acc, test_acc)
+      if valid_acc > float(state["best"]["valid"]):
+        state["best"] = {"valid": jnp.asarray(valid_acc), "test": jnp.asarray(test_acc), "epoch": jnp.asarray(epoch)}
+      checkpointer.save(step, state)
+    elif config.checkpoint_every and step % config.checkpoint_every == 0:
+      checkpointer.save(step, state)
+  checkpointer.save(num_steps, state)
+  results = {
+      "valid_accuracy": float(state["best"]["valid"]),
+      "test_accuracy": float(state["best"]["test"]),
+      "best_epoch": int(state["best"]["epoch"]),
+      "steps": num_steps,
+      "estimator": config.estimator,
+      "tau": config.tau,
+      "batch_size": config.batch_size,
+      "learning_rate": config.learning_rate,
+      "max_length": config.max_length,
+      "seed": config.seed,
+      "num_train_examples": len(train.labels),
+  }
+  common.write_json_atomic(path / "results.json", results)
+  logging.info("results: %s", results)
+  writer.close()
+  checkpointer.close()
+  return results

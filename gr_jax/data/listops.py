@@ -1,0 +1,168 @@
+"""ListOps (Nangia & Bowman 2018), d20s release: parsing, generation, batching.
+
+A line is ``label<TAB>expression``; the expression is a fully bracketed binary
+tree, ``( ( ( [MAX a ) b ) ] )`` for ``[MAX a b ]``. Models read the token
+sequence with the parentheses removed; its length L defines the L <= 10 / 25 /
+50 subsets.
+
+The original ~90k-line training file is not distributed with this project, so
+:func:`generate` re-implements the generating process: operators ``[MIN``,
+``[MAX``, ``[MED`` (int of numpy's median: the floor of the mean of the two
+middle values for an even count), ``[SM`` (sum mod 10) chosen uniformly; values
+0-9; a node at depth d < 20 (root d = 1) is an operator with probability 0.25,
+else a digit, and at d = 20 a digit; an operator takes 2 to 5 arguments.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import random
+from typing import NamedTuple, Sequence, Union
+
+import numpy as np
+
+OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
+CLOSE = "]"
+DIGITS = tuple(str(d) for d in range(10))
+PAD = "<pad>"
+VOCAB = (PAD, *OPERATORS, CLOSE, *DIGITS)
+TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
+NUM_CLASSES = 10
+MAX_DEPTH = 20
+OPERATOR_PROBABILITY = 0.25
+MIN_ARGS, MAX_ARGS = 2, 5
+
+Tree = Union[int, tuple]  # a digit, or (operator, [children])
+
+
+class Example(NamedTuple):
+  label: int
+  tokens: tuple[str, ...]
+
+
+def parse_line(line: str) -> Example:
+  """``"label<TAB>bracketed expression"`` -> Example(label, tokens without parentheses)."""
+  try:
+    label, expression = line.rstrip("\n").split("\t")
+  except ValueError:
+    raise ValueError(f"a ListOps line is 'label<TAB>expression'; got {line!r}") from None
+  tokens = tuple(t for t in expression.split() if t not in "()")
+  unknown = [t for t in tokens if t not in TOKEN_ID]
+  if unknown or not tokens:
+    raise ValueError(f"unknown tokens {unknown} in {line!r}")
+  return Example(int(label), tokens)
+
+
+def load_tsv(path: str | pathlib.Path) -> list[Example]:
+  with open(path) as f:
+    return [parse_line(line) for line in f if line.strip()]
+
+
+def apply_operator(operator: str, values: Sequence[int]) -> int:
+  if operator == "[MIN":
+    return min(values)
+  if operator == "[MAX":
+    return max(values)
+  if operator == "[MED":
+    return int(np.median(values))
+  if operator == "[SM":
+    return sum(values) % 10
+  raise ValueError(f"unknown operator {operator!r}")
+
+
+def evaluate(tree: Tree) -> int:
+  if isinstance(tree, int):
+    return tree
+  operator, children = tree
+  return apply_operator(operator, [evaluate(c) for c in children])
+
+
+def evaluate_tokens(tokens: Sequence[str]) -> int:
+  """Value of a prefix token sequence such as ``[MIN 6 3 5 0 ]``."""
+  stack: list[list] = []
+  value = None
+  for token in tokens:
+    if token in OPERATORS:
+      stack.append([token])
+    elif token == CLOSE:
+      operator, *args = stack.pop()
+      value = apply_operator(operator, args)
+      if stack:
+        stack[-1].append(value)
+    else:
+      value = int(token)
+      if stack:
+        stack[-1].append(value)
+  return value
+
+
+def generate_tree(rng: random.Random, depth: int = 1) -> Tree:
+  """One random expression tree (root at depth 1)."""
+  if depth < MAX_DEPTH and rng.random() < OPERATOR_PROBABILITY:
+    operator = rng.choice(OPERATORS)
+    num_args = rng.randint(MIN_ARGS, MAX_ARGS)
+    return (operator, [generate_tree(rng, depth + 1) for _ in range(num_args)])
+  return rng.randint(0, 9)
+
+
+def to_bracketed(tree: Tree) -> str:
+  """The d20s release's left-branching bracketing: ``( ( ( [MAX a ) b ) ] )``."""
+  if isinstance(tree, int):
+    return str(tree)
+  operator, children = tree
+  text = operator
+  for child in children:
+    text = f"( {text} {to_bracketed(child)} )"
+  return f"( {text} {CLOSE} )"
+
+
+def generate(num_examples: int, seed: int, exclude: set[str] = frozenset()) -> list[str]:
+  """``num_examples`` distinct TSV lines, none of whose expressions is in ``exclude``.
+
+  Deduplicates on the expression (most roots are single digits, so many more
+  trees are drawn than kept).
+  """
+  rng = random.Random(seed)
+  seen: set[str] = set(exclude)
+  lines = []
+  while len(lines) < num_examples:
+    tree = generate_tree(rng)
+    expression = to_bracketed(tree)
+    if expression in seen:
+      continue
+    seen.add(expression)
+    lines.append(f"{evaluate(tree)}\t{expression}")
+  return lines
+
+
+def expressions(path: str | pathlib.Path) -> set[str]:
+  with open(path) as f:
+    return {line.rstrip("\n").split("\t")[1] for line in f if line.strip()}
+
+
+def length_statistics(examples: Sequence[Example], thresholds=(10, 25, 50)) -> dict[int, float]:
+  """Fraction of examples with L <= threshold."""
+  lengths = np.array([len(e.tokens) for e in examples])
+  return {t: float(np.mean(lengths <= t)) for t in thresholds}
+
+
+class Batch(NamedTuple):
+  tokens: np.ndarray  # [B, L] int32 ids, PAD-padded
+  lengths: np.ndarray  # [B] int32
+  labels: np.ndarray  # [B] int32
+
+
+def subset(examples: Sequence[Example], max_length: int) -> list[Example]:
+  return [e for e in examples if len(e.tokens) <= max_length]
+
+
+def encode(examples: Sequence[Example], max_length: int) -> Batch:
+  """Pads every example to ``max_length`` (the subset's maximum length)."""
+  tokens = np.zeros((len(examples), max_length), np.int32)
+  for row, example in enumerate(examples):
+    if len(example.tokens) > max_length:
+      raise ValueError(f"example of length {len(example.tokens)} exceeds max_length={max_length}")
+    tokens[row, : len(example.tokens)] = [TOKEN_ID[t] for t in example.tokens]
+  lengths = np.array([len(e.tokens) for e in examples], np.int32)
+  labels = np.array([e.label for e in examples], np.int32)
+  return Batch(tokens, lengths, labels)

@@ -1,0 +1,69 @@
+"""Integration tests of experiments/listops.py through the real CLI on generated data."""
+
+import json
+
+import pytest
+
+from configs import listops_L10
+from experiments import common, listops
+from tests.cli import run_main
+
+TINY = (
+    "dataset=synthetic",
+    "num_train_examples=80",
+    "embed_dim=8",
+    "hidden_dim=8",
+    "classifier_hidden_dim=8",
+    "log_every=1",
+    "checkpoint_every=1",
+    "eval_batch_size=16",
+)
+
+
+def test_tiny_run_writes_outputs(tmp_path):
+  run_main("configs/listops_L10.py", tmp_path, *TINY, "num_epochs=2", "estimator=gr_mc10", "tau=0.01")
+  results = json.loads((tmp_path / "results.json").read_text())
+  for key in ("valid_accuracy", "test_accuracy", "best_epoch", "estimator", "tau", "batch_size", "seed"):
+    assert key in results
+  assert 1 <= results["best_epoch"] <= 2 and 0 <= results["test_accuracy"] <= 1
+  records = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert {r["split"] for r in records} == {"train", "valid", "test"}
+  assert json.loads((tmp_path / "config.json").read_text())["max_length"] == 10
+
+
+def test_resumed_run_equals_uninterrupted_run(tmp_path):
+  whole, parts = tmp_path / "whole", tmp_path / "parts"
+  run_main("configs/listops_L10.py", whole, *TINY, "num_epochs=2", "estimator=st_gs")
+  run_main("configs/listops_L10.py", parts, *TINY, "num_epochs=1", "estimator=st_gs")
+  second = run_main("configs/listops_L10.py", parts, *TINY, "num_epochs=2", "estimator=st_gs")
+  assert "resumed from the checkpoint" in second.stderr
+  results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
+  assert results[0] == results[1]
+  train = lambda d: [l for l in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+  assert train(whole) == train(parts)
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("estimator", "gs"),  # a relaxation cannot build a tree
+        ("estimator", "reinforce"),
+        ("tau", 0.0),
+        ("max_length", 1),
+        ("batch_size", 10_000),
+        ("learning_rate", -0.1),
+    ],
+)
+def test_bad_config_values_name_the_field(tmp_path, field, value):
+  config = listops_L10.get_config()
+  config.dataset = "synthetic"
+  config.num_train_examples = 80
+  config[field] = value
+  with pytest.raises(common.ConfigError, match=f"config\\.{field}"):
+    listops.train_and_evaluate(config, str(tmp_path))
+
+
+def test_missing_data_is_a_one_line_error(tmp_path):
+  result = run_main("configs/listops_L10.py", tmp_path, f"data_dir={tmp_path}", check=False)
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode != 0 and last.startswith("error: ListOps") and "data_dir" in last
