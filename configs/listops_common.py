@@ -28,6 +28,7 @@ def listops_config(max_length: int) -> ml_collections.ConfigDict:
   config.batch_size = max_length
   config.learning_rate = 0.5
   config.weight_decay = 1e-4
+  config.grad_clip_norm = 5.0  # global-norm clipping, as Choi et al.'s ListOps training (0 = off)
   config.num_epochs = 10
   config.seed = 0
   config.log_every = 500

@@ -41,6 +41,8 @@ def validate(config: ConfigDict):
                  "num_train_examples", "an int >= 1", config.num_train_examples)
   for field in ("checkpoint_every", "log_every"):
     common.require(isinstance(config[field], int) and config[field] >= 0, field, "an int >= 0 (0 = off)", config[field])
+  common.require(isinstance(config.grad_clip_norm, (int, float)) and config.grad_clip_norm >= 0,
+                 "grad_clip_norm", "a number >= 0 (0 = no clipping)", config.grad_clip_norm)
   common.require(isinstance(config.eval_batch_size, int) and config.eval_batch_size >= 1,
                  "eval_batch_size", "an int >= 1", config.eval_batch_size)
   return estimator
@@ -121,8 +123,9 @@ class Trainer:
     self.config, self.estimator = config, estimator
     self.graphdef, state = nnx.split(make_model(config))
     self.init_params = nnx.to_pure_dict(state)
+    clip = [optax.clip_by_global_norm(config.grad_clip_norm)] if config.grad_clip_norm else []
     self.optimizer = optax.chain(
-        optax.add_decayed_weights(config.weight_decay), optax.sgd(config.learning_rate)
+        *clip, optax.add_decayed_weights(config.weight_decay), optax.sgd(config.learning_rate)
     )
     self.train_step = jax.jit(self._train_step, donate_argnums=0)
     self.predict = jax.jit(self._predict)
@@ -186,6 +189,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
   progress = common.ProgressLogger(start, num_steps, config.log_every)
   train = encoded["train"]
+  diverged_at = None
   logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps",
                len(train.labels), len(encoded["valid"].labels), len(encoded["test"].labels),
                config.max_length, num_steps)
@@ -199,6 +203,12 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       writer.write(step, "train", loss=float(loss), accuracy=float(accuracy))
     if step % batches.steps_per_epoch == 0:
       epoch = step // batches.steps_per_epoch
+      if not np.isfinite(float(loss)):
+        # The parameters are no longer finite: stop; the best epoch so far stands.
+        diverged_at = step
+        logging.error("training diverged (loss %s) by step %d; stopping. Lower"
+                      " --config.learning_rate or set --config.grad_clip_norm.", float(loss), step)
+        break
       valid_acc = trainer.accuracy(state["params"], encoded["valid"])
       test_acc = trainer.accuracy(state["params"], encoded["test"])
       writer.write(step, "valid", accuracy=valid_acc, epoch=epoch)
@@ -209,7 +219,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       checkpointer.save(step, state)
     elif config.checkpoint_every and step % config.checkpoint_every == 0:
       checkpointer.save(step, state)
-  checkpointer.save(num_steps, state)
+  if diverged_at is None:
+    checkpointer.save(num_steps, state)
   results = {
       "valid_accuracy": float(state["best"]["valid"]),
       "test_accuracy": float(state["best"]["test"]),
@@ -222,6 +233,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "max_length": config.max_length,
       "seed": config.seed,
       "num_train_examples": len(train.labels),
+      "diverged_at_step": diverged_at,
   }
   common.write_json_atomic(path / "results.json", results)
   logging.info("results: %s", results)

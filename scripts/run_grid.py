@@ -32,6 +32,11 @@ _SWEEP = flags.DEFINE_multi_string(
 )
 _METRICS = flags.DEFINE_list("metrics", ["valid_nll", "test_nll"], "results.json keys to tabulate.")
 _JOBS = flags.DEFINE_integer("jobs", 1, "Runs at a time.")
+_SELECT_BY = flags.DEFINE_string(
+    "select_by", "", "If set (e.g. valid_accuracy), also tabulate, per estimator, the sweep"
+    " setting with the best mean of this metric (model selection on validation)."
+)
+_SELECT_MODE = flags.DEFINE_enum("select_mode", "max", ["max", "min"], "Best = max or min.")
 
 
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
@@ -79,6 +84,18 @@ def main(argv):
       cells.append(f"{mean:.2f} ± {std:.2f}")
     table.append(entry)
     lines.append(f"| {estimator} | {' '.join(setting) or '-'} | {len(results)} | " + " | ".join(cells) + " |")
+  if _SELECT_BY.value:
+    choose = max if _SELECT_MODE.value == "max" else min
+    lines += ["", f"selected per estimator by mean {_SELECT_BY.value} ({_SELECT_MODE.value}):", ""]
+    lines += lines[2:4]
+    for estimator in _ESTIMATORS.value:
+      best = choose(
+          (e for e in table if e["estimator"] == estimator),
+          key=lambda e: e[_SELECT_BY.value]["mean"],
+      )
+      best["selected"] = True
+      cells = [f"{best[m]['mean']:.4f} ± {best[m]['std']:.4f}" for m in _METRICS.value]
+      lines.append(f"| {estimator} | {' '.join(best['setting']) or '-'} | {best['seeds']} | " + " | ".join(cells) + " |")
   (out / "table.json").write_text(json.dumps(table, indent=2) + "\n")
   (out / "table.md").write_text("\n".join(lines) + "\n")
   print("\n".join(lines))

@@ -1,0 +1,207 @@
+"""The toy quadratic program (Paulus et al. 2021, section 5.1, Figure 1).
+
+Over a grid of points p of the simplex, the log10 trace of the covariance of
+each estimator's gradient with respect to the logits log p, at each
+temperature; the difference between the first two estimators (ST-GS minus
+GR-MC1000 by default) is drawn as a heat map on the simplex, as in Figure 1.
+Then one optimization run per estimator from a fixed start, plotting the
+objective. Each temperature's numbers are saved as they are done
+(``variance_tau<tau>.npz``); a restarted run skips the ones it has.
+
+Outputs in the workdir: ``variance_tau*.npz``, ``variance_summary.json``,
+``variance_difference.png``, ``objective.png``, ``optimization.png``,
+``metrics.jsonl`` and ``results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from ml_collections import ConfigDict
+
+from experiments import common
+from gr_jax import diagnostics, estimators, toy_qp
+
+
+def validate(config: ConfigDict) -> list[estimators.Estimator]:
+  chosen = []
+  for name in config.estimators:
+    try:
+      chosen.append(estimators.get(name))
+    except ValueError as e:
+      raise common.ConfigError(f"config.estimators: {e}") from None
+  common.require(len(chosen) >= 2, "estimators", "a list of at least two estimator names", config.estimators)
+  common.require(
+      len(config.taus) >= 1 and all(isinstance(t, (int, float)) and t > 0 for t in config.taus),
+      "taus", "a non-empty list of numbers > 0", config.taus,
+  )
+  common.require(isinstance(config.grid_resolution, int) and config.grid_resolution >= 3,
+                 "grid_resolution", "an int >= 3", config.grid_resolution)
+  common.require(isinstance(config.num_draws, int) and config.num_draws >= 2,
+                 "num_draws", "an int >= 2", config.num_draws)
+  common.require(isinstance(config.points_per_batch, int) and config.points_per_batch >= 1,
+                 "points_per_batch", "an int >= 1", config.points_per_batch)
+  common.require(isinstance(config.opt_steps, int) and config.opt_steps >= 1, "opt_steps", "an int >= 1", config.opt_steps)
+  common.require(config.opt_learning_rate > 0, "opt_learning_rate", "a number > 0", config.opt_learning_rate)
+  common.require(config.opt_tau > 0, "opt_tau", "a number > 0", config.opt_tau)
+  common.require(len(config.opt_start) == 3 and all(v > 0 for v in config.opt_start) and abs(sum(config.opt_start) - 1) < 1e-6,
+                 "opt_start", "a point (p1, p2, p3) of the open simplex", config.opt_start)
+  return chosen
+
+
+def _gradient_draw(estimator, q, c):
+  """(key, p, tau) -> one estimator draw of d E[f(D)] / d log p (A(p) held constant)."""
+
+  def draw(key, p, tau):
+    return jax.grad(lambda theta: toy_qp.stochastic_loss(estimator(key, theta, tau=tau), p, q, c))(jnp.log(p))
+
+  return draw
+
+
+def variance_map_fn(estimator, config, q, c):
+  """A jitted (keys [P], points [P, 3], tau) -> log10 trace Cov of the gradient [P].
+
+  The temperature is traced, so one compilation serves every tau.
+  """
+  draw = _gradient_draw(estimator, q, c)
+
+  def at_point(args, tau):
+    point_key, p = args
+    stats = diagnostics.gradient_stats(lambda k: draw(k, p, tau), point_key, config.num_draws)
+    return jnp.log10(stats.trace_variance)
+
+  return jax.jit(
+      lambda keys, points, tau: jax.lax.map(
+          lambda args: at_point(args, tau), (keys, points), batch_size=config.points_per_batch
+      )
+  )
+
+
+def optimize(estimator, config, q, c, key) -> np.ndarray:
+  """SGD on the logits from opt_start; the objective after every step (``[steps + 1]``)."""
+  draw = _gradient_draw(estimator, q, c) if estimator is not None else None
+
+  def step(theta, step_key):
+    p = jax.nn.softmax(theta)
+    if draw is None:  # the exact gradient of the objective, for reference
+      grad = jax.grad(lambda t: toy_qp.objective(jax.nn.softmax(t), q, c))(theta)
+    else:
+      grad = draw(step_key, p, config.opt_tau)
+    theta = theta - config.opt_learning_rate * grad
+    return theta, toy_qp.objective(jax.nn.softmax(theta), q, c)
+
+  theta0 = jnp.log(jnp.asarray(config.opt_start, jnp.float32))
+  _, values = jax.lax.scan(step, theta0, jax.random.split(key, config.opt_steps))
+  return np.concatenate([[float(toy_qp.objective(jnp.exp(theta0), q, c))], np.asarray(values)])
+
+
+def _plot(path: pathlib.Path, points, summary, maps, names, objective_values, curves) -> None:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  import matplotlib.tri as mtri
+
+  xy = toy_qp.to_ternary(points)
+  triangulation = mtri.Triangulation(xy[:, 0], xy[:, 1])
+  corners = toy_qp.to_ternary(np.eye(3))
+
+  def frame(ax):
+    ax.plot(*np.vstack([corners, corners[:1]]).T, color="black", lw=0.8)
+    for k, label in enumerate(("$p_1 = 1$", "$p_2 = 1$", "$p_3 = 1$")):
+      ax.annotate(label, corners[k], ha="center", va="top" if k < 2 else "bottom", fontsize=8)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+  taus = list(maps)
+  fig, axes = plt.subplots(1, len(taus), figsize=(4.2 * len(taus), 3.8), squeeze=False)
+  for ax, tau in zip(axes[0], taus):
+    difference = maps[tau][0] - maps[tau][1]
+    contour = ax.tricontourf(triangulation, difference, levels=20, cmap="inferno")
+    fig.colorbar(contour, ax=ax, shrink=0.8, label=rf"$\Delta \log_{{10}}$ Var ({names[0]} $-$ {names[1]})")
+    frac = summary[str(tau)]["fraction_lower"]
+    ax.set_title(rf"$\tau$ = {tau}: {names[1]} lower at {100 * frac:.0f}% of points", fontsize=9)
+    frame(ax)
+  fig.tight_layout()
+  fig.savefig(path / "variance_difference.png", dpi=120)
+  plt.close(fig)
+
+  fig, ax = plt.subplots(figsize=(4.2, 3.8))
+  contour = ax.tricontourf(triangulation, objective_values, levels=20, cmap="viridis")
+  fig.colorbar(contour, ax=ax, shrink=0.8, label=r"$(p - c)^\top Q (p - c)$")
+  ax.set_title("Objective on the simplex", fontsize=9)
+  frame(ax)
+  fig.tight_layout()
+  fig.savefig(path / "objective.png", dpi=120)
+  plt.close(fig)
+
+  fig, ax = plt.subplots(figsize=(5.5, 3.8))
+  for name, values in curves.items():
+    ax.plot(np.arange(len(values)), values, label=name)
+  ax.set_yscale("log")
+  ax.set_xlabel("SGD step")
+  ax.set_ylabel(r"objective $(p - c)^\top Q (p - c)$")
+  ax.set_title("Optimization from a fixed start", fontsize=9)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path / "optimization.png", dpi=120)
+  plt.close(fig)
+
+
+def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+  chosen = validate(config)
+  path = common.prepare_workdir(workdir, config)
+  writer = common.MetricsWriter(path)
+  q, c = toy_qp.paper_problem()
+  points = toy_qp.simplex_grid(config.grid_resolution)
+  key = jax.random.key(config.seed)
+  names = list(config.estimators)
+  maps, summary = {}, {}
+  variance_fns = [variance_map_fn(est, config, q, c) for est in chosen]
+  points_f32 = jnp.asarray(points, jnp.float32)
+  for index, tau in enumerate(config.taus):
+    file = path / f"variance_tau{tau}.npz"
+    if file.exists():
+      with np.load(file) as saved:
+        maps[tau] = [saved[name] for name in names]
+    else:
+      maps[tau] = [
+          np.asarray(fn(jax.random.split(jax.random.fold_in(key, 100 * index + e), len(points)), points_f32, tau), np.float64)
+          for e, fn in enumerate(variance_fns)
+      ]
+      tmp = path / f"variance_tau{tau}.tmp.npz"
+      np.savez(tmp, points=points, **dict(zip(names, maps[tau])))
+      tmp.replace(file)
+    difference = maps[tau][0] - maps[tau][1]
+    summary[str(tau)] = {
+        "fraction_lower": float(np.mean(difference > 0)),
+        "median_log10_reduction": float(np.median(difference)),
+        "num_points": len(points),
+    }
+    writer.write(index, f"tau{tau}", fraction_lower=summary[str(tau)]["fraction_lower"],
+                 median_log10_reduction=summary[str(tau)]["median_log10_reduction"])
+    logging.info("tau %s: %s lower at %.1f%% of %d points, median log10 reduction %.3f", tau, names[1],
+                 100 * summary[str(tau)]["fraction_lower"], len(points), summary[str(tau)]["median_log10_reduction"])
+  common.write_json_atomic(path / "variance_summary.json", summary)
+  curves = {"exact gradient": optimize(None, config, q, c, key)}
+  for e, (name, est) in enumerate(zip(names, chosen)):
+    curves[name] = optimize(est, config, q, c, jax.random.fold_in(key, 10_000 + e))
+  objective_values = np.asarray(jax.vmap(lambda p: toy_qp.objective(p, q, c))(jnp.asarray(points)))
+  _plot(path, points, summary, maps, names, objective_values, curves)
+  results = {
+      "variance": summary,
+      "estimators": names,
+      "num_draws": config.num_draws,
+      "optimization_final_objective": {name: float(v[-1]) for name, v in curves.items()},
+      "optimization_tau": config.opt_tau,
+      "seed": config.seed,
+  }
+  common.write_json_atomic(path / "results.json", results)
+  (path / "optimization.json").write_text(json.dumps({k: v.tolist() for k, v in curves.items()}) + "\n")
+  writer.close()
+  return results
