@@ -35,6 +35,8 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.checkpoint_every = 5_000
   config.variance_every = 5_000  # log10 trace Cov of the encoder gradient (Figure 2a)
   config.variance_draws = 100
+  config.mse_every = 0  # log10 MSE of the encoder gradient vs REINFORCE (Figure 2b); costly
+  config.mse_reference_draws = 10_000  # REINFORCE draws of the reference gradient
   config.num_eval_samples = 5_000  # IWAE M of the final valid/test numbers
   config.num_eval_examples = -1  # -1 = the whole split
   config.eval_batch_size = 100

@@ -40,12 +40,12 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require(isinstance(config.num_steps, int) and config.num_steps >= 0, "num_steps", "an int >= 0", config.num_steps)
   common.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  for field in ("eval_every", "checkpoint_every", "variance_every", "log_every"):
+  for field in ("eval_every", "checkpoint_every", "variance_every", "mse_every", "log_every"):
     common.require(isinstance(config[field], int) and config[field] >= 0, field, "an int >= 0 (0 = off)", config[field])
   for field in ("num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size"):
     common.require(isinstance(config[field], int) and config[field] >= 1, field, "an int >= 1", config[field])
-  common.require(isinstance(config.variance_draws, int) and config.variance_draws >= 2,
-                 "variance_draws", "an int >= 2", config.variance_draws)
+  for field in ("variance_draws", "mse_reference_draws"):
+    common.require(isinstance(config[field], int) and config[field] >= 2, field, "an int >= 2", config[field])
   common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
                  "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
   return estimator
@@ -96,7 +96,8 @@ class Trainer:
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.train_step = jax.jit(self._train_step, donate_argnums=0)
     self.iwae = jax.jit(self._iwae, static_argnums=3)
-    self.encoder_grad_stats = jax.jit(self._encoder_grad_stats)
+    self.encoder_grad_stats = jax.jit(self._encoder_grad_stats, static_argnums=4)
+    self.reinforce = estimators.get("reinforce")
 
   def model(self, params) -> vae.DiscreteVAE:
     return nnx.merge(self.graphdef, params)
@@ -108,11 +109,12 @@ class Trainer:
         "baseline": self.baseline.init(),
     }
 
-  def _loss(self, params, x, key, baseline_mean):
-    bound, log_q = vae.single_sample_bound(self.model(params), x, key, self.estimator, self.config.tau)
+  def _loss(self, params, x, key, baseline_mean, estimator=None):
+    estimator = estimator or self.estimator
+    bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, self.config.tau)
     loss = -jnp.mean(bound)
     objective = loss
-    if self.estimator.score_function:
+    if estimator.score_function:
       objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
     return objective, bound
 
@@ -129,15 +131,17 @@ class Trainer:
   def _iwae(self, params, x, key, num_samples):
     return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size)
 
-  def _encoder_grad_stats(self, params, x, key, baseline_mean):
-    """Trace of the covariance of the encoder gradient over estimator draws."""
+  def _encoder_grad_stats(self, params, x, key, baseline_mean, reference: bool):
+    """Moments of the encoder gradient over draws of the estimator (or of REINFORCE)."""
+    estimator = self.reinforce if reference else self.estimator
 
     def encoder_grad(draw_key):
-      return jax.grad(self._loss, has_aux=True)(params, x, draw_key, baseline_mean)[0]["encoder"]
+      grads = jax.grad(self._loss, has_aux=True)(params, x, draw_key, baseline_mean, estimator)[0]
+      return grads["encoder"]
 
-    draws = self.config.variance_draws
+    draws = self.config.mse_reference_draws if reference else self.config.variance_draws
     chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
-    return diagnostics.gradient_stats(encoder_grad, key, draws, chunk_size=chunk).trace_variance
+    return diagnostics.gradient_stats(encoder_grad, key, draws, chunk_size=chunk)
 
   def evaluate(self, params, images: np.ndarray, key, num_samples: int) -> float:
     """Mean negative IWAE bound (nats) over ``images``, in eval batches."""
@@ -185,11 +189,18 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
       progress.maybe_log(step, train_bound=float(bound))
       writer.write(step, "train", bound=float(bound), epoch=step / batches.steps_per_epoch)
-    if config.variance_every and step % config.variance_every == 0:
-      trace = trainer.encoder_grad_stats(
-          state["params"], fixed_batch, jax.random.fold_in(variance_key, step), state["baseline"].mean
-      )
-      writer.write(step, "train", log10_grad_variance=diagnostics.log10(trace))
+    measure_variance = config.variance_every and step % config.variance_every == 0
+    measure_mse = config.mse_every and step % config.mse_every == 0
+    if measure_variance or measure_mse:
+      args = (state["params"], fixed_batch, jax.random.fold_in(variance_key, step), state["baseline"].mean)
+      stats = trainer.encoder_grad_stats(*args, False)
+      metrics = {"log10_grad_variance": diagnostics.log10(stats.trace_variance)}
+      if measure_mse:
+        # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
+        ref = trainer.encoder_grad_stats(*args[:2], jax.random.fold_in(variance_key, -step % 2**31), args[3], True)
+        metrics["log10_grad_mse"] = diagnostics.log10(stats.mse(ref.mean, ref.trace_variance / ref.num_draws))
+        metrics["log10_grad_squared_bias"] = diagnostics.log10(stats.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
+      writer.write(step, "train", **metrics)
     if config.eval_every and step % config.eval_every == 0 and step != config.num_steps:
       nll = trainer.evaluate(state["params"], valid, jax.random.fold_in(eval_key, step), config.periodic_eval_samples)
       writer.write(step, "valid", nll=nll, num_samples=config.periodic_eval_samples)

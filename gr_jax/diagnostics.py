@@ -48,18 +48,25 @@ class GradientStats(NamedTuple):
     """Per-coordinate standard error of ``mean``."""
     return jax.tree.map(lambda v: jnp.sqrt(v / self.num_draws), self.variance)
 
-  def squared_bias(self, reference: PyTree) -> jax.Array:
-    """||mean - reference||^2, summed over all coordinates.
+  def squared_bias(self, reference: PyTree, reference_mean_variance=0.0) -> jax.Array:
+    """||E g - reference||^2, summed over all coordinates, without Monte Carlo bias.
 
-    Unbiased for ||E g - reference||^2: the plug-in value is corrected by the
-    trace variance of the mean (trace_variance / R).
+    The plug-in ||mean - reference||^2 overestimates it by the trace variance
+    of ``mean`` (trace_variance / R) and, for a Monte Carlo reference, by the
+    trace variance of the reference's own mean; both are subtracted.
+
+    Args:
+      reference: pytree like ``mean``.
+      reference_mean_variance: trace variance of ``reference`` as an estimate
+        (0 for an exact reference; ``ref_stats.trace_variance / ref_stats.num_draws``
+        for a Monte Carlo one).
     """
     sq = _tree_sum(jax.tree.map(lambda m, r: jnp.sum((m - r) ** 2), self.mean, reference))
-    return sq - self.trace_variance / self.num_draws
+    return sq - self.trace_variance / self.num_draws - reference_mean_variance
 
-  def mse(self, reference: PyTree) -> jax.Array:
+  def mse(self, reference: PyTree, reference_mean_variance=0.0) -> jax.Array:
     """E||g - reference||^2 = trace_variance + squared bias."""
-    return self.trace_variance + self.squared_bias(reference)
+    return self.trace_variance + self.squared_bias(reference, reference_mean_variance)
 
 
 def _tree_sum(tree) -> jax.Array:

@@ -1,0 +1,51 @@
+"""The plot_*.py scripts run on small synthetic metrics files and write PNGs."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.cli import ROOT
+
+
+def _write_run(directory, estimator, tau, seed):
+  directory.mkdir(parents=True)
+  (directory / "config.json").write_text(json.dumps({"estimator": estimator, "tau": tau, "seed": seed}))
+  rng = np.random.default_rng(seed)
+  lines = []
+  for step in range(1000, 6000, 1000):
+    lines.append({"step": step, "split": "train", "log10_grad_variance": 3 - step / 1e4 + rng.normal(0, 0.05),
+                  "log10_grad_mse": 2 + tau + rng.normal(0, 0.05)})
+    lines.append({"step": step, "split": "valid", "nll": 150 - step / 200 + rng.normal(0, 1)})
+  (directory / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  root = tmp_path_factory.mktemp("runs")
+  for estimator in ("st_gs", "gr_mc100"):
+    for tau in (0.1, 0.5, 1.0):
+      for seed in range(2):
+        _write_run(root / f"{estimator}_{tau}_{seed}", estimator, tau, seed)
+  return root
+
+
+@pytest.mark.parametrize("script,extra", [
+    ("plot_variance.py", []),
+    ("plot_mse_vs_tau.py", []),
+    ("plot_convergence.py", ["--thresholds=145,140,130"]),
+    ("plot_convergence.py", []),
+])
+def test_plot_script_writes_png(runs, tmp_path, script, extra):
+  out = tmp_path / "figure.png"
+  subprocess.run([sys.executable, str(ROOT / "scripts" / script), f"--runs={runs}/*", f"--out={out}", *extra],
+                 check=True, capture_output=True, cwd=ROOT)
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_plot_script_says_when_nothing_matches(tmp_path):
+  result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_variance.py"), f"--runs={tmp_path}/*"],
+                          capture_output=True, text=True, cwd=ROOT)
+  assert result.returncode != 0 and "no run directory" in result.stderr
