@@ -31,6 +31,14 @@ def require(condition: bool, field: str, allowed: str, value: Any) -> None:
     raise ConfigError(f"config.{field} must be {allowed}; got {value!r}.")
 
 
+def require_int(config: ConfigDict, *fields: str, minimum: int, allowed: str | None = None) -> None:
+  """Each field must be an int >= minimum (bools are not ints here)."""
+  for field in fields:
+    value = config[field]
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    require(ok, field, allowed or f"an int >= {minimum}", value)
+
+
 def check_estimator(config: ConfigDict, allowed: Iterable[str] | None = None) -> estimators.Estimator:
   """The configured estimator, or ConfigError naming the valid ones."""
   name = config.estimator
@@ -48,17 +56,12 @@ def check_estimator(config: ConfigDict, allowed: Iterable[str] | None = None) ->
 def check_common(config: ConfigDict) -> None:
   """Checks the fields every experiment shares, before any compute."""
   require(isinstance(config.tau, (int, float)) and config.tau > 0, "tau", "a number > 0", config.tau)
-  require(
-      isinstance(config.batch_size, int) and config.batch_size >= 1,
-      "batch_size",
-      "an int >= 1",
-      config.batch_size,
-  )
+  require_int(config, "batch_size", minimum=1)
   require(isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
           "learning_rate", "a number > 0", config.learning_rate)
   require(isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
           "weight_decay", "a number >= 0", config.weight_decay)
-  require(isinstance(config.seed, int), "seed", "an int", config.seed)
+  require(isinstance(config.seed, int) and not isinstance(config.seed, bool), "seed", "an int", config.seed)
 
 
 class EpochBatches:

@@ -33,18 +33,11 @@ def validate(config: ConfigDict):
   estimator = common.check_estimator(config, ESTIMATORS)
   common.check_common(config)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  common.require(isinstance(config.max_length, int) and config.max_length >= 2,
-                 "max_length", "an int >= 2 (the paper: 10, 25 or 50)", config.max_length)
-  common.require(isinstance(config.num_epochs, int) and config.num_epochs >= 1,
-                 "num_epochs", "an int >= 1", config.num_epochs)
-  common.require(isinstance(config.num_train_examples, int) and config.num_train_examples >= 1,
-                 "num_train_examples", "an int >= 1", config.num_train_examples)
-  for field in ("checkpoint_every", "log_every"):
-    common.require(isinstance(config[field], int) and config[field] >= 0, field, "an int >= 0 (0 = off)", config[field])
+  common.require_int(config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)")
+  common.require_int(config, "num_epochs", "num_train_examples", "eval_batch_size", minimum=1)
+  common.require_int(config, "checkpoint_every", "log_every", minimum=0, allowed="an int >= 0 (0 = off)")
   common.require(isinstance(config.grad_clip_norm, (int, float)) and config.grad_clip_norm >= 0,
                  "grad_clip_norm", "a number >= 0 (0 = no clipping)", config.grad_clip_norm)
-  common.require(isinstance(config.eval_batch_size, int) and config.eval_batch_size >= 1,
-                 "eval_batch_size", "an int >= 1", config.eval_batch_size)
   return estimator
 
 

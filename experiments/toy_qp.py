@@ -40,13 +40,9 @@ def validate(config: ConfigDict) -> list[estimators.Estimator]:
       len(config.taus) >= 1 and all(isinstance(t, (int, float)) and t > 0 for t in config.taus),
       "taus", "a non-empty list of numbers > 0", config.taus,
   )
-  common.require(isinstance(config.grid_resolution, int) and config.grid_resolution >= 3,
-                 "grid_resolution", "an int >= 3", config.grid_resolution)
-  common.require(isinstance(config.num_draws, int) and config.num_draws >= 2,
-                 "num_draws", "an int >= 2", config.num_draws)
-  common.require(isinstance(config.points_per_batch, int) and config.points_per_batch >= 1,
-                 "points_per_batch", "an int >= 1", config.points_per_batch)
-  common.require(isinstance(config.opt_steps, int) and config.opt_steps >= 1, "opt_steps", "an int >= 1", config.opt_steps)
+  common.require_int(config, "grid_resolution", minimum=3)
+  common.require_int(config, "num_draws", minimum=2)
+  common.require_int(config, "points_per_batch", "opt_steps", minimum=1)
   common.require(config.opt_learning_rate > 0, "opt_learning_rate", "a number > 0", config.opt_learning_rate)
   common.require(config.opt_tau > 0, "opt_tau", "a number > 0", config.opt_tau)
   common.require(len(config.opt_start) == 3 and all(v > 0 for v in config.opt_start) and abs(sum(config.opt_start) - 1) < 1e-6,

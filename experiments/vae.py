@@ -36,16 +36,15 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     raise common.ConfigError(
         f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
     ) from None
-  common.require(isinstance(config.num_vars, int) and config.num_vars >= 1, "num_vars", "an int >= 1", config.num_vars)
-  common.require(isinstance(config.num_steps, int) and config.num_steps >= 0, "num_steps", "an int >= 0", config.num_steps)
+  common.require_int(config, "num_vars", minimum=1)
+  common.require_int(config, "num_steps", minimum=0)
   common.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  for field in ("eval_every", "checkpoint_every", "variance_every", "mse_every", "log_every"):
-    common.require(isinstance(config[field], int) and config[field] >= 0, field, "an int >= 0 (0 = off)", config[field])
-  for field in ("num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size"):
-    common.require(isinstance(config[field], int) and config[field] >= 1, field, "an int >= 1", config[field])
-  for field in ("variance_draws", "mse_reference_draws"):
-    common.require(isinstance(config[field], int) and config[field] >= 2, field, "an int >= 2", config[field])
+  common.require_int(config, "eval_every", "checkpoint_every", "variance_every", "mse_every", "log_every",
+                     minimum=0, allowed="an int >= 0 (0 = off)")
+  common.require_int(config, "num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size",
+                     minimum=1)
+  common.require_int(config, "variance_draws", "mse_reference_draws", minimum=2)
   common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
                  "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
   return estimator

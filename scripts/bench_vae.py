@@ -1,0 +1,91 @@
+"""Training speed of the 16-ary VAE per estimator, and the cost of the final evaluation.
+
+Median ms per jitted training step (after warm-up) at B = 20 and 200 for
+ST-GS, GR-MC10 and GR-MC100; beside each GR row the random-number floor of its
+K samples (the time to draw and sum B*60*16*K uniforms) and the target
+ST-GS step + 1.5 x floor. It checks that the train step compiled once. Then
+the wall time of the test evaluation with M = 5000 importance samples on
+``--eval_images`` images (all 10000 with -1; otherwise the full-split time is
+extrapolated linearly and labelled so). Synthetic images of MNIST's shape.
+
+  python scripts/bench_vae.py [--repeats=50] [--eval_images=200]
+"""
+
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from configs import vae_16ary
+from experiments import vae
+
+_BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
+_ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
+_REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
+_EVAL_IMAGES = flags.DEFINE_integer("eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000).")
+_TEST_SIZE = 10_000
+
+
+def _median_seconds(fn, repeats):
+  fn()
+  fn()
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def main(argv):
+  del argv
+  rng = np.random.default_rng(0)
+  print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+  print(f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13} {'target ms':>10} {'met':>4}")
+  for batch_size in map(int, _BATCH_SIZES.value):
+    x = jnp.asarray(rng.random((batch_size, 784)) < 0.13, jnp.float32)
+    stgs_ms = None
+    for name in _ESTIMATORS.value:
+      config = vae_16ary.get_config()
+      config.estimator, config.batch_size = name, batch_size
+      trainer = vae.Trainer(config, vae.validate(config))
+      holder = {"state": trainer.init_state(), "step": 0}
+
+      def step():
+        holder["step"] += 1
+        holder["state"], bound = trainer.train_step(holder["state"], x, jax.random.key(holder["step"]))
+        jax.block_until_ready(bound)
+
+      ms = 1e3 * _median_seconds(step, _REPEATS.value)
+      compiles = trainer.train_step._cache_size()
+      row = f"{batch_size:>4} {name:<10} {ms:>9.2f} {1e3 / ms:>8.1f}"
+      if name == "st_gs":
+        stgs_ms = ms
+      elif name.startswith("gr_mc") and stgs_ms is not None:
+        k = int(name[5:])
+        floor = jax.jit(lambda key, n=batch_size * 60 * 16 * k: jnp.sum(jax.random.uniform(key, (n,))))
+        floor_ms = 1e3 * _median_seconds(lambda: jax.block_until_ready(floor(jax.random.key(0))), 10)
+        target = stgs_ms + 1.5 * floor_ms
+        row += f" {floor_ms:>13.2f} {target:>10.2f} {'yes' if ms <= target else 'no':>4}"
+      print(row + f"   (train step compiled {compiles}x)", flush=True)
+
+  config = vae_16ary.get_config()
+  trainer = vae.Trainer(config, vae.validate(config))
+  images = _TEST_SIZE if _EVAL_IMAGES.value < 0 else _EVAL_IMAGES.value
+  test = (rng.random((images, 784)) < 0.13).astype(np.uint8)
+  trainer.evaluate(trainer.init_params, test[: config.eval_batch_size], jax.random.key(0), 5000)  # compile
+  start = time.perf_counter()
+  trainer.evaluate(trainer.init_params, test, jax.random.key(1), 5000)
+  seconds = time.perf_counter() - start
+  if images == _TEST_SIZE:
+    print(f"\ntest evaluation, M = 5000, 10000 images: {seconds:.1f} s")
+  else:
+    print(f"\ntest evaluation, M = 5000: {seconds:.1f} s for {images} images;"
+          f" extrapolated to 10000 images: {seconds * _TEST_SIZE / images:.0f} s")
+
+
+if __name__ == "__main__":
+  app.run(main)
