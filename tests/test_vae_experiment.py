@@ -20,6 +20,8 @@ TINY = (
     "eval_every=2",
     "variance_every=2",
     "variance_draws=4",
+    "mse_every=2",
+    "mse_reference_draws=8",
     "num_eval_samples=20",
     "periodic_eval_samples=3",
     "eval_batch_size=25",
@@ -39,6 +41,7 @@ def test_two_step_run_writes_outputs(tmp_path):
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert {r["step"] for r in records} == {1, 2}
   assert any("log10_grad_variance" in r for r in records)
+  assert any("log10_grad_mse" in r and "log10_grad_squared_bias" in r for r in records)
   assert any(r["split"] == "test" and r["nll"] > 0 for r in records)
   assert (tmp_path / "checkpoints" / "2").is_dir()
   results = json.loads((tmp_path / "results.json").read_text())
