@@ -39,6 +39,12 @@ def require_int(config: ConfigDict, *fields: str, minimum: int, allowed: str | N
     require(ok, field, allowed or f"an int >= {minimum}", value)
 
 
+def require_batch_fits(config: ConfigDict, num_examples: int, what: str) -> None:
+  """config.batch_size must not exceed the number of training examples."""
+  require(config.batch_size <= num_examples, "batch_size", f"at most the number of {what} ({num_examples})",
+          config.batch_size)
+
+
 def check_estimator(config: ConfigDict, allowed: Iterable[str] | None = None) -> estimators.Estimator:
   """The configured estimator, or ConfigError naming the valid ones."""
   name = config.estimator

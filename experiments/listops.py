@@ -90,12 +90,7 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
       split: listops.subset([listops.parse_line(l) for l in lines if l.strip()], config.max_length)
       for split, lines in splits.items()
   }
-  common.require(
-      config.batch_size <= len(data["train"]),
-      "batch_size",
-      f"at most the number of training examples of length <= {config.max_length} ({len(data['train'])})",
-      config.batch_size,
-  )
+  common.require_batch_fits(config, len(data["train"]), f"training examples of length <= {config.max_length}")
   return data
 
 

@@ -56,12 +56,7 @@ def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
       download=config.download,
       synthetic_data=config.dataset == "synthetic",
   )
-  common.require(
-      config.batch_size <= len(data["train"]),
-      "batch_size",
-      f"at most the number of training images ({len(data['train'])})",
-      config.batch_size,
-  )
+  common.require_batch_fits(config, len(data["train"]), "training images")
   return data
 
 
