@@ -20,4 +20,19 @@ from gr_jax.estimators import (
     straight_through,
 )
 
+__all__ = [
+    "BaselineState",
+    "Estimator",
+    "RunningMeanBaseline",
+    "categorical_log_prob",
+    "conditional_gumbel",
+    "estimators",
+    "get",
+    "gumbel_rao",
+    "gumbel_softmax",
+    "reinforce",
+    "score_function_surrogate",
+    "st_gumbel_softmax",
+    "straight_through",
+]
 __version__ = "0.1.0"

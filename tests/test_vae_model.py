@@ -1,6 +1,5 @@
 """Tests of gr_jax.models.vae: shapes, the hypercube embedding, the IWAE bound."""
 
-import itertools
 import math
 
 import jax
