@@ -178,19 +178,34 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   return path
 
 
-class ProgressLogger:
-  """Logs step, steps/s and ETA every ``every`` steps."""
+def start_or_resume(path: pathlib.Path, init_state: Any) -> tuple[Checkpointer, MetricsWriter, Any, int]:
+  """The workdir's checkpointer and metrics writer, the state to train from, and its step.
 
-  def __init__(self, first_step: int, last_step: int, every: int):
-    self.last_step, self.every = last_step, max(1, every)
+  The state is the latest checkpoint's (restored into the structure of
+  ``init_state``), else ``init_state`` at step 0. Metrics logged after that
+  step by an interrupted run are dropped: the resumed run logs them again.
+  """
+  checkpointer = Checkpointer(path)
+  writer = MetricsWriter(path)
+  start = checkpointer.latest_step() or 0
+  state = init_state
+  if start:
+    state = checkpointer.restore(start, init_state)
+    logging.info("resumed from the checkpoint at step %d", start)
+  writer.truncate_after(start)
+  return checkpointer, writer, state, start
+
+
+class ProgressLogger:
+  """Logs step, steps/s since the start and the ETA."""
+
+  def __init__(self, first_step: int, last_step: int):
+    self.last_step = last_step
     self._t0, self._s0 = time.perf_counter(), first_step
 
-  def maybe_log(self, step: int, **metrics: float) -> bool:
-    if step % self.every and step != self.last_step:
-      return False
+  def log(self, step: int, **metrics: float) -> None:
     elapsed = time.perf_counter() - self._t0
     rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
     eta = (self.last_step - step) / rate if rate > 0 else float("nan")
     values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
     logging.info("step %d/%d  %.1f steps/s  ETA %.0fs  %s", step, self.last_step, rate, eta, values)
-    return True

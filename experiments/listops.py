@@ -166,16 +166,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   trainer = Trainer(config, estimator)
   batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
   num_steps = config.num_epochs * batches.steps_per_epoch
-  checkpointer = common.Checkpointer(path)
-  writer = common.MetricsWriter(path)
-  state = trainer.init_state()
-  start = checkpointer.latest_step() or 0
-  if start:
-    state = checkpointer.restore(start, state)
-    logging.info("resumed from the checkpoint at step %d", start)
-  writer.truncate_after(start)
+  checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
   train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
-  progress = common.ProgressLogger(start, num_steps, config.log_every)
+  progress = common.ProgressLogger(start, num_steps)
   train = encoded["train"]
   diverged_at = None
   logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps",
@@ -187,7 +180,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         state, train.tokens[rows], train.lengths[rows], train.labels[rows], jax.random.fold_in(train_key, step)
     )
     if config.log_every and step % config.log_every == 0:
-      progress.maybe_log(step, loss=float(loss), accuracy=float(accuracy))
+      progress.log(step, loss=float(loss), accuracy=float(accuracy))
       writer.write(step, "train", loss=float(loss), accuracy=float(accuracy))
     if step % batches.steps_per_epoch == 0:
       epoch = step // batches.steps_per_epoch

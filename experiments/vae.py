@@ -162,26 +162,19 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   path = common.prepare_workdir(workdir, config)
   trainer = Trainer(config, estimator)
   batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
-  checkpointer = common.Checkpointer(path)
-  writer = common.MetricsWriter(path)
-  state = trainer.init_state()
-  start = checkpointer.latest_step() or 0
-  if start:
-    state = checkpointer.restore(start, state)
-    logging.info("resumed from the checkpoint at step %d", start)
-  writer.truncate_after(start)
+  checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
   root_key = jax.random.key(config.seed)
   train_key, eval_key, variance_key, final_key = (jax.random.fold_in(root_key, i) for i in range(1, 5))
   valid = _eval_subset(data["valid"], config.num_eval_examples, config.seed)
   test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
   fixed_rows = common.EpochBatches(len(data["train"]), config.batch_size, config.seed + 1).indices(0)
   fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
-  progress = common.ProgressLogger(start, config.num_steps, config.log_every)
+  progress = common.ProgressLogger(start, config.num_steps)
   for step in range(start + 1, config.num_steps + 1):
     x = jnp.asarray(data["train"][batches.indices(step - 1)], jnp.float32)
     state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step))
     if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
-      progress.maybe_log(step, train_bound=float(bound))
+      progress.log(step, train_bound=float(bound))
       writer.write(step, "train", bound=float(bound), epoch=step / batches.steps_per_epoch)
     measure_variance = config.variance_every and step % config.variance_every == 0
     measure_mse = config.mse_every and step % config.mse_every == 0
