@@ -63,11 +63,13 @@ from jax.custom_batching import custom_vmap
 
 Array = jax.Array
 
-# Upper bound on the number of float32 elements (num_samples x logits.size,
-# counting every vmapped batch) that `gumbel_rao` processes at once in its
-# backward pass; larger K is scanned in chunks. 2**20 elements are 4 MiB per
-# float32 temporary (fastest on CPU).
-MAX_CHUNK_ELEMENTS = 2**20
+# Upper bound, per backend, on the number of elements (num_samples x
+# logits.size, counting every vmapped batch) that the Gumbel-Rao backward passes
+# process at once; larger K is scanned in chunks. 2**20 elements (4 MiB per
+# float32 temporary) are fastest on CPU; an accelerator wants larger chunks
+# (on an H200, logits (20, 60, 16) with K = 1000 took 0.76 ms with 2**20 and
+# 0.34-0.40 ms with 2**22 to 2**26 elements).
+CHUNK_ELEMENTS = {"cpu": 2**20, "default": 2**24}
 
 # logZ - logits_j is split as head + tail with head <= _HEAD_LOG_RATIO; see
 # `_gr_chunk_vjp`. Any value in about [45, 70] keeps float32 from overflowing
@@ -201,7 +203,13 @@ def _perturbed_logits(key: Array, logits: Array) -> Array:
 def _gumbel_max(key: Array, logits: Array) -> tuple[Array, Array]:
   """(logits + G, the one-hot argmax in logits' dtype, NaN rows where invalid)."""
   perturbed = _perturbed_logits(key, logits)
-  sample = jax.nn.one_hot(jnp.argmax(perturbed, axis=-1), logits.shape[-1], dtype=logits.dtype)
+  # The first maximal index, as jnp.argmax, from a max and a min: on CPU, XLA
+  # fuses the random number generation into argmax's variadic reduction and
+  # runs it 2.4x slower than these two reductions (scripts/bench_estimators.py).
+  categories = jnp.arange(logits.shape[-1])
+  is_max = perturbed == jnp.max(perturbed, axis=-1, keepdims=True)
+  first = jnp.min(jnp.where(is_max, categories, logits.shape[-1]), axis=-1, keepdims=True)
+  sample = (categories == first).astype(logits.dtype)
   return perturbed, jnp.where(_invalid_rows(logits), jnp.nan, sample).astype(logits.dtype)
 
 
@@ -229,24 +237,41 @@ def _as_compute(tau, logits: Array):
 # ---------------------------------------------------------------------------
 
 
-@jax.custom_vjp
-def _straight_through(key, logits, tau):
-  return _gumbel_max(key, logits)[1]
+def _one_hot_estimator(backward):
+  """A custom_vjp estimator: the Gumbel-max sample forward, ``backward`` behind it.
+
+  ``backward(key, logits, sample, cotangent, tau, *options)`` gets the
+  estimator's key, the logits, sample and cotangent in the compute dtype and
+  the static ``options`` tuple, and returns the gradient with respect to the
+  logits; masks and degenerate rows are handled here.
+  """
+
+  @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+  def estimator(key, logits, tau, options):
+    return _gumbel_max(key, logits)[1]
+
+  def forward(key, logits, tau, options):
+    sample = _gumbel_max(key, logits)[1]
+    return sample, (key, logits, sample, tau)
+
+  def backward_rule(options, residuals, cotangent):
+    key, logits, sample, tau = residuals
+    dtype = _compute_dtype(logits.dtype)
+    grad = backward(
+        key, logits.astype(dtype), sample.astype(dtype), cotangent.astype(dtype), tau, *options
+    )
+    return None, _finish_grad(logits, grad), None
+
+  estimator.defvjp(forward, backward_rule)
+  return estimator
 
 
-def _straight_through_fwd(key, logits, tau):
-  return _gumbel_max(key, logits)[1], (logits, tau)
+def _straight_through_backward(key, logits, sample, cotangent, tau):
+  del key, sample
+  return _softmax_vjp(jax.nn.softmax(logits / tau, axis=-1), cotangent, tau)
 
 
-def _straight_through_bwd(residuals, cotangent):
-  logits, tau = residuals
-  dtype = _compute_dtype(logits.dtype)
-  probs = jax.nn.softmax(logits.astype(dtype) / tau, axis=-1)
-  grad = _softmax_vjp(probs, cotangent.astype(dtype), tau)
-  return None, _finish_grad(logits, grad), None
-
-
-_straight_through.defvjp(_straight_through_fwd, _straight_through_bwd)
+_straight_through = _one_hot_estimator(_straight_through_backward)
 
 
 def straight_through(key: Array, logits: Array, *, tau=1.0) -> Array:
@@ -271,7 +296,7 @@ def straight_through(key: Array, logits: Array, *, tau=1.0) -> Array:
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  return _straight_through(key, logits, _as_compute(tau, logits))
+  return _straight_through(key, logits, _as_compute(tau, logits), ())
 
 
 # ---------------------------------------------------------------------------
@@ -409,8 +434,8 @@ def conditional_gumbel(
   return jnp.where(is_top, top, others)
 
 
-def _gr_chunk_vjp(chunk_size, key, head, tail, is_top, is_masked, cotangent, tau):
-  r"""Sum over `chunk_size` conditional samples of s * (g - <g, s>), one batch row.
+def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau):
+  r"""Sum over a chunk of conditional samples of s * (g - <g, s>), one batch row.
 
   Under the conditioning argmax = i, with E ~ Exp(1) i.i.d. and
   :math:`r_j = (E_j / E_i) e^{\log Z - \theta_j}`,
@@ -429,13 +454,13 @@ def _gr_chunk_vjp(chunk_size, key, head, tail, is_top, is_masked, cotangent, tau
       + \mathrm{expm1}(-b_j)\right):
 
   b_j = 0 (the usual case) is the plain log1p(r_j), and b_j > 0 only where
-  :math:`E_j e^{a_j} / E_i > e^{60 - 21}` dwarfs the offset in (-1, 0]. Three
-  transcendental operations per element (a log for E_j, log1p and exp) and no
+  :math:`E_j e^{a_j} / E_i > e^{60 - 21}` dwarfs the offset in (-1, 0]. Two
+  transcendental operations per element here (log1p and exp) and no
   log-sum-exp over K. Masked categories are set to exactly zero.
 
   Args:
-    chunk_size: number of conditional samples in the chunk.
-    key: PRNG key of this chunk.
+    exps: ``[c, V, n]`` the exponentials E_j of the chunk's c samples.
+    exp_top: ``[c, V, 1]`` the exponential E_i of the sampled category.
     head: ``[V, n]`` exp(a), the capped part of exp(logZ - logits).
     tail: ``[V, n]`` b >= 0, the rest of logZ - logits.
     is_top, is_masked: ``[V, n]`` booleans (the sample; ``-inf`` logits).
@@ -445,11 +470,6 @@ def _gr_chunk_vjp(chunk_size, key, head, tail, is_top, is_masked, cotangent, tau
   Returns:
     ``[V, n]`` sum over the chunk of ``s_k * (g - <g, s_k>)``.
   """
-  others_key, top_key = jax.random.split(key)
-  dtype = head.dtype
-  num_vars = head.shape[0]
-  exps = -jnp.log(_uniform_open(others_key, (chunk_size, *head.shape), dtype))
-  exp_top = -jnp.log(_uniform_open(top_key, (chunk_size, num_vars, 1), dtype))
   log1p_ratio = tail + jnp.log1p(exps * (head / exp_top) + jnp.expm1(-tail))
   unnormalized = jnp.exp(-log1p_ratio / tau)
   unnormalized = jnp.where(is_top, 1.0, jnp.where(is_masked, 0.0, unnormalized))
@@ -458,45 +478,114 @@ def _gr_chunk_vjp(chunk_size, key, head, tail, is_top, is_masked, cotangent, tau
   unnormalized = jax.lax.optimization_barrier(unnormalized)
   inv_norm = 1.0 / jnp.sum(unnormalized, axis=-1)  # [c, V]
   inner = jnp.einsum("cvn,vn->cv", unnormalized, cotangent) * inv_norm  # <g, s_k>
-  # sum_k s_k * (g - <g, s_k>) with s_k = u_k / z_k, as two contractions over k.
-  weight_sum = jnp.einsum("cvn,cv->vn", unnormalized, inv_norm)
-  weighted_inner = jnp.einsum("cvn,cv->vn", unnormalized, inner * inv_norm)
+  # sum_k s_k * (g - <g, s_k>) with s_k = u_k / z_k, as one contraction over k
+  # with two weights: 1 / z_k and <g, s_k> / z_k.
+  weights = jnp.stack([inv_norm, inner * inv_norm], axis=-1)  # [c, V, 2]
+  weight_sum, weighted_inner = jnp.einsum("cvn,cvw->wvn", unnormalized, weights)
   return cotangent * weight_sum - weighted_inner
 
 
-def _gr_batched_grad(num_samples, keys, logits, sample, cotangent, tau):
-  """GR-MCK gradients of a batch: keys ``[B]``, logits ``[B, V, n]``, tau ``[B, V, 1]``.
+def _monte_carlo_exponentials(dtype, key, start, size, is_top):
+  """Independent Exp(1) draws for samples [start, start + size) of one batch row."""
+  others_key, top_key = jax.random.split(jax.random.fold_in(key, start))
+  exps = -jnp.log(_uniform_open(others_key, (size, *is_top.shape), dtype))
+  exp_top = -jnp.log(_uniform_open(top_key, (size, is_top.shape[0], 1), dtype))
+  return exps, exp_top
+
+
+@functools.lru_cache(maxsize=None)
+def lattice_points(num_points: int, dim: int) -> np.ndarray:
+  r"""The unshifted rank-1 lattice :math:`\{k z / K \bmod 1\}_{k < K}` in ``[0, 1)^dim``.
+
+  Korobov's generating vector :math:`z = (1, a, a^2, \dots) \bmod K`, with
+  ``a`` chosen (among at most 256 candidates coprime to K) to minimise the
+  :math:`P_2` criterion :math:`-1 + \frac1K \sum_k \prod_j (1 + 2\pi^2
+  B_2(\{k z_j / K\}))`, :math:`B_2(x) = x^2 - x + 1/6` (Sloan & Joe 1994).
+
+  Returns:
+    float64 array ``[num_points, dim]``.
+  """
+  k = np.arange(num_points)[:, None]
+  if num_points < 3:
+    return (k * np.ones((1, dim), np.int64) % num_points) / num_points
+  coprime = [a for a in range(1, num_points) if math.gcd(a, num_points) == 1]
+  candidates = coprime[:: max(1, len(coprime) // 256)]
+
+  def criterion(a):
+    z = np.array([pow(a, j, num_points) for j in range(dim)], np.int64)
+    x = (k * z % num_points) / num_points
+    return np.mean(np.prod(1.0 + 2.0 * np.pi**2 * (x * x - x + 1.0 / 6.0), axis=1)) - 1.0
+
+  best = min(candidates, key=criterion)
+  z = np.array([pow(best, j, num_points) for j in range(dim)], np.int64)
+  return (k * z % num_points) / num_points
+
+
+def _lattice_exponentials(lattice, tent, shift, start, size, is_top):
+  """Exp(1) marginals from the shifted lattice points [start, start + size) of one row."""
+  rows = jax.lax.dynamic_slice_in_dim(lattice, start, size)  # [c, n]
+  u = rows[:, None, :] + shift[None]
+  u = u - jnp.floor(u)  # [c, V, n], each marginally U[0, 1)
+  if tent:
+    u = 1.0 - jnp.abs(2.0 * u - 1.0)  # baker's transform: still uniform
+  dtype = u.dtype
+  u = jnp.clip(u, jnp.finfo(dtype).tiny, 1.0 - jnp.finfo(dtype).epsneg)
+  exps = -jnp.log(u)
+  exp_top = jnp.sum(jnp.where(is_top, exps, 0.0), axis=-1, keepdims=True)
+  return exps, exp_top
+
+
+def max_chunk_elements() -> int:
+  """Elements of one backward-pass chunk on the default backend (see CHUNK_ELEMENTS)."""
+  return CHUNK_ELEMENTS.get(jax.default_backend(), CHUNK_ELEMENTS["default"])
+
+
+def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample, cotangent, tau):
+  """Gumbel-Rao gradients of a batch: keys ``[B]``, logits ``[B, V, n]``, tau ``[B, V, 1]``.
 
   Chunks of K are sized from the whole batch (B * V * n elements a sample), so
   that the memory bound holds however the caller batched the estimator.
+  ``sampler`` is "mc" (i.i.d. exponentials) or "qmc" / "qmc_tent" (a randomly
+  shifted rank-1 lattice, one uniform shift per variable and category).
   """
+  num_categories = logits.shape[-1]
   log_ratio = jax.nn.logsumexp(logits, axis=-1, keepdims=True) - logits  # >= 0
   head_log_ratio = jnp.minimum(log_ratio, _HEAD_LOG_RATIO)
-
-  def chunk_vjp(keys, size, *rows):
-    return jax.vmap(functools.partial(_gr_chunk_vjp, size))(keys, *rows)
-
+  is_top = sample.astype(bool)
   rows = (
       jnp.exp(head_log_ratio),
       log_ratio - head_log_ratio,
-      sample.astype(bool),
+      is_top,
       jnp.isneginf(logits),
       cotangent,
       tau,
   )
-  fold_in = jax.vmap(jax.random.fold_in, in_axes=(0, None))
-  chunk_size = max(1, min(num_samples, MAX_CHUNK_ELEMENTS // max(1, logits.size)))
+  if sampler == "mc":
+    noise_state, noise = keys, functools.partial(_monte_carlo_exponentials, logits.dtype)
+  else:
+    lattice = jnp.asarray(lattice_points(num_samples, num_categories), logits.dtype)
+    noise = functools.partial(_lattice_exponentials, lattice, sampler == "qmc_tent")
+    noise_state = jax.vmap(lambda k: jax.random.uniform(k, logits.shape[1:], logits.dtype))(keys)
+
+  def chunk_vjp(start, size):
+    def one_row(state, head, tail, top, masked, cot, row_tau):
+      exps, exp_top = noise(state, start, size, top)
+      return _gr_chunk_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau)
+
+    return jax.vmap(one_row)(noise_state, *rows)
+
+  chunk_size = max(1, min(num_samples, chunk_elements // max(1, logits.size)))
   num_full_chunks, last = divmod(num_samples, chunk_size)
   if num_full_chunks == 1 and last == 0:
-    total = chunk_vjp(keys, chunk_size, *rows)
+    total = chunk_vjp(0, chunk_size)
   else:
 
     def body(total, index):
-      return total + chunk_vjp(fold_in(keys, index), chunk_size, *rows), None
+      return total + chunk_vjp(index * chunk_size, chunk_size), None
 
     total, _ = jax.lax.scan(body, jnp.zeros_like(logits), jnp.arange(num_full_chunks))
     if last:
-      total = total + chunk_vjp(fold_in(keys, num_full_chunks), last, *rows)
+      total = total + chunk_vjp(num_full_chunks * chunk_size, last)
   return total / (num_samples * tau)
 
 
@@ -510,12 +599,12 @@ def _no_second_derivative(primals, tangents):
 
 
 @functools.lru_cache(maxsize=None)
-def _gr_grad_fn(num_samples: int):
+def _gr_grad_fn(num_samples: int, sampler: str, chunk_elements: int):
   """The batched GR gradient for K = num_samples, with its vmap and JVP rules."""
 
   @custom_vmap
   def grad_fn(keys, logits, sample, cotangent, tau):
-    return _gr_batched_grad(num_samples, keys, logits, sample, cotangent, tau)
+    return _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample, cotangent, tau)
 
   @grad_fn.def_vmap
   def _merge_batch_axes(axis_size, in_batched, *args):
@@ -532,30 +621,18 @@ def _gr_grad_fn(num_samples: int):
   return guarded
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _gumbel_rao(key, logits, tau, num_samples):
-  return _gumbel_max(key, logits)[1]
-
-
-def _gumbel_rao_fwd(key, logits, tau, num_samples):
-  sample = _gumbel_max(key, logits)[1]
-  return sample, (key, logits, sample, tau)
-
-
-def _gumbel_rao_bwd(num_samples, residuals, cotangent):
-  key, logits, sample, tau = residuals
-  dtype = _compute_dtype(logits.dtype)
+def _gumbel_rao_backward(key, logits, sample, cotangent, tau, num_samples, sampler):
   num_categories = logits.shape[-1]
-  as_rows = lambda x: x.astype(dtype).reshape(1, -1, num_categories)
-  row_tau = jnp.broadcast_to(jnp.asarray(tau, dtype), logits.shape[:-1] + (1,)).reshape(1, -1, 1)
+  as_rows = lambda x: x.reshape(1, -1, num_categories)
+  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,)).reshape(1, -1, 1)
   backward_key = jax.random.fold_in(_typed_key(key), _BACKWARD_STREAM)
-  grad = _gr_grad_fn(num_samples)(
+  grad = _gr_grad_fn(num_samples, sampler, max_chunk_elements())(
       backward_key[None], as_rows(logits), as_rows(sample), as_rows(cotangent), row_tau
   )
-  return None, _finish_grad(logits, grad.reshape(logits.shape)), None
+  return grad.reshape(logits.shape)
 
 
-_gumbel_rao.defvjp(_gumbel_rao_fwd, _gumbel_rao_bwd)
+_gumbel_rao = _one_hot_estimator(_gumbel_rao_backward)
 
 
 def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> Array:
@@ -594,14 +671,16 @@ def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> 
   :math:`\frac{1}{\tau} s^k \odot (g - \langle g, s^k \rangle)`, O(K n) per
   variable. The residuals saved for the backward pass are the key, the logits
   and the sample; the K conditional samples are regenerated from
-  ``fold_in(key, 1)`` in the backward pass, at most ``MAX_CHUNK_ELEMENTS``
-  (2**20) of the ``K x logits.size`` elements at a time, scanned over chunks.
-  The chunks are sized for the whole batch also under ``jax.vmap`` (a custom
-  batching rule folds the vmapped axes into the rows), so the backward pass
-  holds O(min(K, c) * size + size) floats with ``c = max(1, 2**20 // size)``
-  and ``size`` the number of logits in the whole (vmapped) batch: a few 4 MiB
-  float32 buffers for any K (about 26 MiB in all for K = 1000 at logits
-  (200, 60, 16), measured by ``scripts/bench_estimators.py``).
+  ``fold_in(key, 1)`` in the backward pass, at most ``max_chunk_elements()``
+  of the ``K x logits.size`` elements at a time (``CHUNK_ELEMENTS``: 2**20 on
+  CPU, 2**24 on accelerators), scanned over chunks. The chunks are sized for
+  the whole batch also under ``jax.vmap`` (a custom batching rule folds the
+  vmapped axes into the rows), so the backward pass holds O(min(K, c) * size +
+  size) floats with ``c = max(1, max_chunk_elements() // size)`` and ``size``
+  the number of logits in the whole (vmapped) batch: a few 4 MiB float32
+  buffers on CPU for any K (about 28 MiB in all for K = 1000 at logits
+  (200, 60, 16), measured by ``scripts/bench_estimators.py``), a few 64 MiB
+  buffers on a GPU.
 
   The backward pass is written with an explicit K axis (one chunk of samples
   as an array) and two contractions over it, rather than as ``jax.vmap`` over
@@ -626,7 +705,276 @@ def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> 
   _check_logits(logits)
   tau = _check_tau(tau, logits)
   _check_num_samples(num_samples)
-  return _gumbel_rao(key, logits, _as_compute(tau, logits), num_samples)
+  return _gumbel_rao(key, logits, _as_compute(tau, logits), (num_samples, "mc"))
+
+
+def gumbel_rao_qmc(
+    key: Array, logits: Array, *, tau=1.0, num_samples: int = 100, tent: bool = True
+) -> Array:
+  r"""Gumbel-Rao with randomized quasi-Monte Carlo conditional samples (GR-QMCK).
+
+  The same estimator as :func:`gumbel_rao` (an unbiased estimate of
+  :math:`E[\nabla_{\mathrm{STGS}} \mid D]`), with the K conditional samples
+  built from a randomly shifted rank-1 lattice instead of i.i.d. uniforms:
+  for each variable, one uniform shift :math:`\Delta \in [0, 1)^n` and
+
+  .. math::
+    u^k = \phi(\{k z / K + \Delta\}), \quad E^k_j = -\log u^k_j, \quad
+    k = 0, \dots, K - 1,
+
+  with Korobov's generating vector ``z`` (:func:`lattice_points`) and
+  :math:`\phi` the tent (baker's) transform :math:`\phi(u) = 1 - |2u - 1|`
+  (or the identity with ``tent=False``). Every point is marginally uniform, so
+  each term, and the average, has the conditional mean of GR-MCK: the
+  estimator stays unbiased for :math:`E[\nabla_{\mathrm{STGS}} \mid D]`, while
+  the lattice spreads the K points evenly and cuts the inner (given D)
+  variance well below Monte Carlo's at equal K. It draws n random numbers per
+  variable instead of K n. This is the "well-known variance reduction" the
+  paper's section 3.3 suggests; the lattice rule is standard (Sloan & Joe
+  1994; L'Ecuyer & Lemieux 2000), the construction is ours.
+
+  Args:
+    key: a PRNG key (the sample ``D`` is the same as ``gumbel_rao``'s).
+    logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
+    tau: temperature > 0, a number or an array broadcastable to
+      ``logits.shape[:-1] + (1,)`` (may be traced).
+    num_samples: K >= 1, the number of lattice points.
+    tent: apply the tent transform (default True).
+
+  Returns:
+    An exact one-hot sample of the shape and dtype of ``logits``.
+  """
+  _check_logits(logits)
+  tau = _check_tau(tau, logits)
+  _check_num_samples(num_samples)
+  sampler = "qmc_tent" if tent else "qmc"
+  return _gumbel_rao(key, logits, _as_compute(tau, logits), (num_samples, sampler))
+
+
+# Nodes of the trapezoid rule of `_binary_conditional_product`: offsets from
+# the logistic density's centre. The integrand is analytic in a strip of
+# half-width >= pi/2 and decays like e^-|t|, so a step of 1/4 over +-40 is
+# accurate to about e^-39 (Trefethen & Weideman 2014).
+_TRAPEZOID_OFFSETS = np.arange(-160, 161) / 4.0
+
+
+def _binary_conditional_product(log_odds, tau):
+  r""":math:`E[s_i s_j \mid D = i]` for n = 2, by the trapezoid rule.
+
+  Given D = i, :math:`\log(1 + r)` with :math:`\log r = \ell + z`,
+  :math:`z \sim \mathrm{Logistic}(0, 1)` (the log of a ratio of two Exp(1)) and
+  :math:`\ell = \log Z - \theta_j`, is the gap :math:`x_i - x_j`, and
+  :math:`s_i s_j = \sigma(\delta/\tau)\sigma(-\delta/\tau)` with
+  :math:`\delta = \mathrm{softplus}(\ell + z)`.
+  """
+  z = log_odds[..., None] + _TRAPEZOID_OFFSETS.astype(log_odds.dtype)
+  density = jax.nn.sigmoid(z - log_odds[..., None]) * jax.nn.sigmoid(log_odds[..., None] - z)
+  gap = jax.nn.softplus(z) / tau[..., None]
+  integrand = density * jax.nn.sigmoid(gap) * jax.nn.sigmoid(-gap)
+  return jnp.sum(integrand, axis=-1) * (_TRAPEZOID_OFFSETS[1] - _TRAPEZOID_OFFSETS[0])
+
+
+def _gumbel_rao_exact_backward(key, logits, sample, cotangent, tau):
+  del key
+  is_top = sample.astype(bool)
+  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+  # logZ - theta_j of the other category; +inf when it is masked (no gradient).
+  log_odds = jnp.sum(jnp.where(is_top, 0.0, log_z - logits), axis=-1)
+  finite = jnp.isfinite(log_odds)
+  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,))[..., 0]
+  product = _binary_conditional_product(jnp.where(finite, log_odds, 0.0), row_tau)
+  product = jnp.where(finite, product, 0.0)[..., None]
+  # g^T J with J = (c / tau) [[1, -1], [-1, 1]].
+  difference = cotangent - jnp.flip(cotangent, axis=-1)
+  return product * difference / row_tau[..., None]
+
+
+_gumbel_rao_exact = _one_hot_estimator(_gumbel_rao_exact_backward)
+
+
+def gumbel_rao_exact(key: Array, logits: Array, *, tau=1.0) -> Array:
+  r"""Exact Gumbel-Rao for binary variables (n = 2): :math:`E[\nabla_{\mathrm{STGS}} \mid D]`.
+
+  For two categories the tempered-softmax Jacobian is :math:`\frac{1}{\tau}
+  s_0 s_1 \left[\begin{smallmatrix} 1 & -1 \\ -1 & 1\end{smallmatrix}\right]`,
+  so the Rao-Blackwellized estimator needs only the scalar
+
+  .. math::
+    c = E[s_0 s_1 \mid D = i] = \int \sigma'(z)\,
+      \sigma'\!\left(\mathrm{softplus}(\ell + z) / \tau\right) dz,
+    \qquad \ell = \log(e^{\theta_0} + e^{\theta_1}) - \theta_{1-i},
+
+  (:math:`\sigma' = \sigma(1 - \sigma)`), a one-dimensional integral computed
+  by the trapezoid rule on 321 nodes (exponentially accurate: the integrand is
+  analytic and decays like :math:`e^{-|z|}`). The inner variance is zero: this
+  is GR-MCK in the limit :math:`K \to \infty`. Paulus et al. 2021, section 3.2
+  and footnote 1 (the closed form they mention is the case tau = 1).
+
+  Args:
+    key: a PRNG key (the sample ``D`` is the same as ``gumbel_rao``'s).
+    logits: float array ``[..., 2]``; ``-inf`` marks an impossible category.
+    tau: temperature > 0, a number or an array broadcastable to
+      ``logits.shape[:-1] + (1,)`` (may be traced).
+
+  Returns:
+    An exact one-hot sample of the shape and dtype of ``logits``.
+
+  Raises:
+    ValueError: unless the last axis of ``logits`` has 2 categories.
+  """
+  _check_logits(logits)
+  if logits.shape[-1] != 2:
+    raise ValueError(
+        "gumbel_rao_exact needs binary variables: logits.shape[-1] must be 2;"
+        f" got shape {logits.shape}. Use gumbel_rao or gumbel_rao_qmc for n > 2."
+    )
+  tau = _check_tau(tau, logits)
+  return _gumbel_rao_exact(key, logits, _as_compute(tau, logits), ())
+
+
+# ---------------------------------------------------------------------------
+# ZGR, ReinMax, gapped straight-through: deterministic backward passes.
+# ---------------------------------------------------------------------------
+
+
+def _zgr_backward(key, logits, sample, cotangent, tau):
+  del key, tau
+  probs = jax.nn.softmax(logits, axis=-1)
+  mean_cotangent = jnp.sum(cotangent * probs, axis=-1, keepdims=True)  # <g, p>
+  sampled_cotangent = jnp.sum(jnp.where(sample.astype(bool), cotangent, 0.0), axis=-1, keepdims=True)
+  straight_through = probs * (cotangent - mean_cotangent)
+  darn = (sampled_cotangent - mean_cotangent) * (sample - probs)
+  return 0.5 * (straight_through + darn)
+
+
+_zgr = _one_hot_estimator(_zgr_backward)
+
+
+def zgr(key: Array, logits: Array, *, tau=1.0) -> Array:
+  r"""ZGR: the zero-temperature limit of Gumbel-Rao (Shekhovtsov, ICML 2023).
+
+  As :math:`\tau \to 0`, :math:`E[J_\tau(\theta + G) \mid D = e_i]` tends to a
+  closed form (given D = i, the gap :math:`x_i - x_j` has density :math:`p_j`
+  at 0+, and :math:`\int_0^\infty \sigma(t)\sigma(-t)\,dt = 1/2`), which gives
+
+  .. math::
+    \nabla_{\mathrm{ZGR}} = \tfrac12\Big[\underbrace{p \odot (g - \langle g, p
+      \rangle)}_{\text{ST at } \tau = 1} + \underbrace{(g_i - \langle g, p
+      \rangle)(D - p)}_{\text{DARN}}\Big], \qquad p = \mathrm{softmax}(\theta),
+      \; g_i = \langle g, D \rangle:
+
+  the average of the straight-through and DARN (Gregor et al. 2014)
+  estimators. No temperature and no sampling in the backward pass; unbiased
+  for functions f(D) quadratic in D. ``tau`` is accepted for a uniform
+  signature (and checked) but not used.
+
+  Args:
+    key: a PRNG key (the sample ``D`` is the same as every one-hot estimator's).
+    logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
+    tau: ignored.
+
+  Returns:
+    An exact one-hot sample of the shape and dtype of ``logits``.
+  """
+  _check_logits(logits)
+  tau = _check_tau(tau, logits)
+  return _zgr(key, logits, _as_compute(tau, logits), ())
+
+
+def _reinmax_backward(key, logits, sample, cotangent, tau):
+  del key
+  probs = jax.nn.softmax(logits, axis=-1)
+  midpoint = 0.5 * (sample + jax.nn.softmax(logits / tau, axis=-1))
+  return 2.0 * _softmax_vjp(midpoint, cotangent, 1.0) - 0.5 * _softmax_vjp(probs, cotangent, 1.0)
+
+
+_reinmax = _one_hot_estimator(_reinmax_backward)
+
+
+def reinmax(key: Array, logits: Array, *, tau=1.0) -> Array:
+  r"""ReinMax: second-order accurate straight-through (Liu et al., NeurIPS 2023).
+
+  Straight-through read as the forward Euler method for
+  :math:`f(D) - f(E[D])`; ReinMax is Heun's method:
+
+  .. math::
+    \pi_0 = \mathrm{softmax}(\theta), \quad
+    \pi_1 = \tfrac12\left(D + \mathrm{softmax}_\tau(\theta)\right), \qquad
+    \nabla_{\mathrm{ReinMax}} = 2\, \pi_1 \odot (g - \langle g, \pi_1\rangle)
+      - \tfrac12\, \pi_0 \odot (g - \langle g, \pi_0\rangle).
+
+  The temperature enters only the backward pass (through :math:`\pi_1`); D is
+  an exact sample of Categorical(softmax(theta)). The authors advise
+  :math:`\tau \ge 1` (their implementation refuses :math:`\tau < 1`: ReinMax
+  "prefers" larger temperatures, while ST-GS prefers small ones); values below
+  1 are allowed here but not recommended.
+
+  Args:
+    key: a PRNG key (the sample ``D`` is the same as every one-hot estimator's).
+    logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
+    tau: temperature > 0 (>= 1 advised), a number or an array broadcastable to
+      ``logits.shape[:-1] + (1,)`` (may be traced).
+
+  Returns:
+    An exact one-hot sample of the shape and dtype of ``logits``.
+  """
+  _check_logits(logits)
+  tau = _check_tau(tau, logits)
+  return _reinmax(key, logits, _as_compute(tau, logits), ())
+
+
+def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
+  del key
+  is_top = sample.astype(bool)
+  max_logit = jnp.max(logits, axis=-1, keepdims=True)
+  if gap_rule == "p":
+    log_prob = jnp.sum(jnp.where(is_top, jax.nn.log_softmax(logits, axis=-1), 0.0), axis=-1, keepdims=True)
+    prob = jnp.exp(log_prob)
+    # -log(1 - p) / p, which tends to 1 as p -> 0 and to +inf as p -> 1.
+    gap = jnp.where(prob > 0.0, -jnp.log1p(-prob) / jnp.where(prob > 0.0, prob, 1.0), 1.0)
+  else:
+    gap = 1.0
+  perturbed = jnp.where(is_top, max_logit, jnp.minimum(logits, max_logit - gap))
+  return _softmax_vjp(jax.nn.softmax(perturbed / tau, axis=-1), cotangent, tau)
+
+
+_gapped_straight_through = _one_hot_estimator(_gapped_backward)
+
+
+def gapped_straight_through(key: Array, logits: Array, *, tau=1.0, gap="1.0") -> Array:
+  r"""Gapped straight-through (GST-1.0 and GST-p), Fan et al. (ICML 2022).
+
+  ST-GS with the Gumbel perturbation replaced by a deterministic one that
+  keeps the argmax at the sample :math:`D = e_i` with a margin (the gap
+  :math:`\kappa`), moving each logit as little as possible:
+
+  .. math::
+    x_i = \max_k \theta_k, \quad x_j = \min(\theta_j, \max_k\theta_k - \kappa)
+    \; (j \ne i), \qquad
+    \nabla_{\mathrm{GST}} = \frac{\partial f(D)}{\partial D}
+      \frac{d\, \mathrm{softmax}_\tau(x)}{dx},
+
+  with the perturbation :math:`x - \theta` held fixed. GST-1.0 uses
+  :math:`\kappa = 1`; GST-p uses :math:`\kappa = -\log(1 - p_i) / p_i`,
+  :math:`p_i = \mathrm{softmax}(\theta)_i`, which grows as the sampled
+  category becomes more certain (their "p" rule). No sampling in the backward
+  pass.
+
+  Args:
+    key: a PRNG key (the sample ``D`` is the same as every one-hot estimator's).
+    logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
+    tau: temperature > 0, a number or an array broadcastable to
+      ``logits.shape[:-1] + (1,)`` (may be traced).
+    gap: "1.0" (GST-1.0) or "p" (GST-p).
+
+  Returns:
+    An exact one-hot sample of the shape and dtype of ``logits``.
+  """
+  _check_logits(logits)
+  tau = _check_tau(tau, logits)
+  if gap not in ("1.0", "p"):
+    raise ValueError(f'gap must be "1.0" (GST-1.0) or "p" (GST-p); got gap={gap!r}.')
+  return _gapped_straight_through(key, logits, _as_compute(tau, logits), (gap,))
 
 
 # ---------------------------------------------------------------------------
@@ -752,7 +1100,7 @@ class Estimator:
   static argument of ``jax.jit`` without retracing.
 
   Attributes:
-    name: the config name ("st", "st_gs", "gs", "gr_mc<K>", "reinforce").
+    name: the config name (one of ``VALID_NAMES``).
     fn: the estimator function ``(key, logits, *, tau, **options) -> sample``.
     options: the keyword arguments fixed by the name, as sorted (key, value)
       pairs (e.g. ``(("num_samples", 100),)`` for "gr_mc100").
@@ -775,25 +1123,47 @@ class Estimator:
     return self.fn(key, logits, tau=tau, **dict(self.options))
 
 
-VALID_NAMES = ("st", "st_gs", "gs", "gr_mc<K> (K >= 1, e.g. gr_mc100)", "reinforce")
+VALID_NAMES = (
+    "st",
+    "st_gs",
+    "gs",
+    "gr_mc<K> (K >= 1, e.g. gr_mc100)",
+    "gr_qmc<K> (K >= 1, e.g. gr_qmc100)",
+    "gr_exact (binary variables)",
+    "zgr",
+    "reinmax",
+    "gst",
+    "gst_p",
+    "reinforce",
+)
 
 _ESTIMATORS = {
     "st": Estimator("st", straight_through),
     "st_gs": Estimator("st_gs", st_gumbel_softmax),
     "gs": Estimator("gs", gumbel_softmax, relaxed=True),
+    "gr_exact": Estimator("gr_exact", gumbel_rao_exact),
+    "zgr": Estimator("zgr", zgr),
+    "reinmax": Estimator("reinmax", reinmax),
+    "gst": Estimator("gst", gapped_straight_through, options=(("gap", "1.0"),)),
+    "gst_p": Estimator("gst_p", gapped_straight_through, options=(("gap", "p"),)),
     "reinforce": Estimator("reinforce", reinforce, score_function=True),
 }
 
 # Names with a sample count: the pattern, the function and its keyword.
-_COUNTED_ESTIMATORS = ((re.compile(r"gr_mc([1-9][0-9]*)"), gumbel_rao, "num_samples"),)
+_COUNTED_ESTIMATORS = (
+    (re.compile(r"gr_mc([1-9][0-9]*)"), gumbel_rao, "num_samples"),
+    (re.compile(r"gr_qmc([1-9][0-9]*)"), gumbel_rao_qmc, "num_samples"),
+)
 
 
 def get(name: str) -> Estimator:
   """The estimator for a config name.
 
   Args:
-    name: "st", "st_gs", "gs", "reinforce", or "gr_mc<K>" with K >= 1 (for
-      example "gr_mc100" is :func:`gumbel_rao` with ``num_samples=100``).
+    name: one of ``VALID_NAMES``: "st", "st_gs", "gs", "gr_mc<K>" (for example
+      "gr_mc100" is :func:`gumbel_rao` with ``num_samples=100``), "gr_qmc<K>"
+      (:func:`gumbel_rao_qmc`), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
+      "gst_p" (GST-p) or "reinforce".
 
   Returns:
     An :class:`Estimator`; equal names give equal estimators.

@@ -2,16 +2,22 @@
 
 For logits of shape (B, 60, 16) (the 16-ary VAE's latent layer) it prints, per
 estimator, the median milliseconds of a jitted forward+backward (after a
-warm-up), and beside each GR-MCK row the time JAX takes just to draw its
-B*60*16*K uniform random numbers (drawn and summed, so that XLA cannot drop
-them; the cheapest possible consumer) and the ratio, and the time of the same
-estimator written as ``jax.vmap`` over K of a per-sample softmax VJP at
-``conditional_gumbel`` samples (eq. 8, scanned in chunks of the same size):
-the form the library's fast path is measured against. ST-GS is compared to a
-plain softmax forward+backward. Peak memory is XLA's compiled buffer
-assignment (arguments + outputs + temporaries) of the jitted function.
+warm-up) and a ratio to the row it should be compared with:
 
-  python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20]
+* ST-GS against a plain softmax forward+backward plus its uniforms ("floor");
+* ZGR, ReinMax, GST-1.0 and GST-p against ST-GS;
+* GR-MCK against the time JAX takes just to draw (and sum) its B*60*16*K
+  uniforms (RNG floor), and against the same estimator written as ``jax.vmap``
+  over K of a per-sample softmax VJP at ``conditional_gumbel`` samples (eq. 8,
+  scanned in chunks of the same size), the form the fast path is measured
+  against;
+* GR-QMCK against GR-MCK at the same K.
+
+Peak memory is XLA's compiled buffer assignment (arguments + outputs +
+temporaries) of the jitted function. ``--chunk_sweep`` also times GR-MC1000 with
+several backward-pass chunk sizes (``estimators.CHUNK_ELEMENTS``).
+
+  python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20] [--chunk_sweep]
 """
 
 import statistics
@@ -24,10 +30,12 @@ from absl import app, flags
 from gr_jax import estimators
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes B.")
-_KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK sample counts.")
+_KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK / GR-QMCK sample counts.")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repeats (median reported).")
+_CHUNK_SWEEP = flags.DEFINE_boolean("chunk_sweep", False, "Time GR-MC1000 at several chunk sizes.")
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
+_DETERMINISTIC = ("zgr", "reinmax", "gst", "gst_p")
 
 
 def _median_ms(fn, *args, repeats):
@@ -42,21 +50,28 @@ def _median_ms(fn, *args, repeats):
 
 
 def _forward_backward(estimator_fn):
+  # value_and_grad, as in training: the loss needs the forward sample, which
+  # jax.grad alone could drop for estimators whose backward pass does not use it.
   def loss(logits, key, cotangent):
     return jnp.sum(cotangent * estimator_fn(key, logits))
 
-  return jax.jit(jax.grad(loss))
+  return jax.jit(jax.value_and_grad(loss))
+
+
+def _named(name):
+  estimator = estimators.get(name)
+  return _forward_backward(lambda k, x: estimator(k, x, tau=_TAU))
 
 
 def _softmax_forward_backward():
-  return jax.jit(jax.grad(lambda logits, key, w: jnp.sum(w * jax.nn.softmax(logits / _TAU))))
+  return jax.jit(jax.value_and_grad(lambda logits, key, w: jnp.sum(w * jax.nn.softmax(logits / _TAU))))
 
 
 def _vmapped_gumbel_rao(num_samples):
   """GR-MCK as jax.vmap over K of the per-sample VJP, in chunks that divide K."""
   def grad(logits, key, cotangent):
     sample = estimators.st_gumbel_softmax(key, logits)  # the forward sample only
-    limit = max(1, estimators.MAX_CHUNK_ELEMENTS // logits.size)
+    limit = max(1, estimators.max_chunk_elements() // logits.size)
     chunk = max(c for c in range(1, min(num_samples, limit) + 1) if num_samples % c == 0)
 
     def softmax_vjp(point):
@@ -89,48 +104,64 @@ def _peak_bytes(jitted, *args):
   )
 
 
+def _row(batch, name, ms, reference_ms=None, reference="", extra=""):
+  ratio = f"{ms / reference_ms:6.2f}x {reference}" if reference_ms else ""
+  print(f"{batch:>4} {name:<12} {ms:>11.3f}  {ratio}{extra}")
+
+
 def main(argv):
   del argv
   repeats = _REPEATS.value
   key = jax.random.key(0)
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
-  print(f"logits (B, {_NUM_VARS}, {_ARITY}), tau={_TAU}, median of {repeats} after warm-up\n")
-  header = (
-      f"{'B':>4} {'estimator':<12} {'fwd+bwd ms':>11} {'RNG floor ms':>13} {'ratio':>7}"
-      f" {'vmap-over-K ms':>15} {'fast/vmap':>10}"
+  print(
+      f"logits (B, {_NUM_VARS}, {_ARITY}), tau={_TAU}, median of {repeats} after warm-up,"
+      f" backward chunks of {estimators.max_chunk_elements()} elements\n"
   )
+  header = f"{'B':>4} {'estimator':<12} {'fwd+bwd ms':>11}  ratio to"
   print(header)
-  print("-" * len(header))
+  print("-" * 72)
   peak = {}
   repeats_small = repeats * 10  # sub-millisecond rows need more repeats
   for batch in map(int, _BATCH_SIZES.value):
     logits = jax.random.normal(key, (batch, _NUM_VARS, _ARITY))
     cotangent = jax.random.normal(jax.random.key(1), logits.shape)
-    softmax_ms = _median_ms(
-        _softmax_forward_backward(), logits, key, cotangent, repeats=repeats_small
-    )
-    print(f"{batch:>4} {'softmax':<12} {softmax_ms:>11.3f}")
-    fn = _forward_backward(lambda k, x: estimators.st_gumbel_softmax(k, x, tau=_TAU))
-    stgs_ms = _median_ms(fn, logits, key, cotangent, repeats=repeats_small)
-    peak[(batch, "st_gs")] = _peak_bytes(fn, logits, key, cotangent)
+    args = (logits, key, cotangent)
+    softmax_ms = _median_ms(_softmax_forward_backward(), *args, repeats=repeats_small)
+    _row(batch, "softmax", softmax_ms)
+    fn = _named("st_gs")
+    stgs_ms = _median_ms(fn, *args, repeats=repeats_small)
+    peak[(batch, "st_gs")] = _peak_bytes(fn, *args)
     floor_ms = softmax_ms + _median_ms(_rng_floor(logits.size), key, repeats=repeats_small)
-    print(
-        f"{batch:>4} {'st_gs':<12} {stgs_ms:>11.3f} {floor_ms:>13.3f} {stgs_ms / floor_ms:>6.2f}x"
-        f"  ({stgs_ms / softmax_ms:.2f}x softmax; floor = softmax + its uniforms)"
-    )
+    _row(batch, "st_gs", stgs_ms, floor_ms, "floor (softmax + its uniforms)",
+         f"; {stgs_ms / softmax_ms:.2f}x softmax")
+    for name in _DETERMINISTIC:
+      _row(batch, name, _median_ms(_named(name), *args, repeats=repeats_small), stgs_ms, "st_gs")
     for k in map(int, _KS.value):
-      fn = _forward_backward(
-          lambda key_, x, k=k: estimators.gumbel_rao(key_, x, tau=_TAU, num_samples=k)
-      )
       k_repeats = max(3, repeats // (1 + k // 100))
-      gr_ms = _median_ms(fn, logits, key, cotangent, repeats=k_repeats)
-      floor_ms = _median_ms(_rng_floor(logits.size * k), key, repeats=k_repeats)
-      vmap_ms = _median_ms(_vmapped_gumbel_rao(k), logits, key, cotangent, repeats=k_repeats)
-      peak[(batch, f"gr_mc{k}")] = _peak_bytes(fn, logits, key, cotangent)
-      print(
-          f"{batch:>4} {f'gr_mc{k}':<12} {gr_ms:>11.3f} {floor_ms:>13.3f} {gr_ms / floor_ms:>6.2f}x"
-          f" {vmap_ms:>15.3f} {gr_ms / vmap_ms:>9.2f}x"
-      )
+      fn = _named(f"gr_mc{k}")
+      gr_ms = _median_ms(fn, *args, repeats=k_repeats)
+      rng_ms = _median_ms(_rng_floor(logits.size * k), key, repeats=k_repeats)
+      vmap_ms = _median_ms(_vmapped_gumbel_rao(k), *args, repeats=k_repeats)
+      peak[(batch, f"gr_mc{k}")] = _peak_bytes(fn, *args)
+      _row(batch, f"gr_mc{k}", gr_ms, rng_ms, "RNG floor",
+           f"; {gr_ms / vmap_ms:.2f}x the vmap-over-K form ({vmap_ms:.3f} ms)")
+      fn = _named(f"gr_qmc{k}")
+      qmc_ms = _median_ms(fn, *args, repeats=k_repeats)
+      peak[(batch, f"gr_qmc{k}")] = _peak_bytes(fn, *args)
+      _row(batch, f"gr_qmc{k}", qmc_ms, gr_ms, f"gr_mc{k}")
+  if _CHUNK_SWEEP.value:
+    backend = jax.default_backend()
+    default = estimators.max_chunk_elements()
+    print(f"\nGR-MC1000 against the backward chunk size ({backend}):")
+    for batch in map(int, _BATCH_SIZES.value):
+      logits = jax.random.normal(key, (batch, _NUM_VARS, _ARITY))
+      args = (logits, key, jax.random.normal(jax.random.key(1), logits.shape))
+      for log2 in (18, 20, 22, 24, 26):
+        estimators.CHUNK_ELEMENTS[backend] = 2**log2
+        ms = _median_ms(_named("gr_mc1000"), *args, repeats=repeats)
+        print(f"  B={batch:<4} chunk 2^{log2}: {ms:9.3f} ms")
+    estimators.CHUNK_ELEMENTS[backend] = default
   print("\npeak memory of the jitted forward+backward (XLA buffer assignment):")
   for (batch, name), value in peak.items():
     print(f"  B={batch:<4} {name:<12} {value / 2**20:9.1f} MiB")
