@@ -24,6 +24,12 @@ def listops_config(max_length: int) -> ml_collections.ConfigDict:
   # Estimator of the merge decisions: "st", "st_gs" or "gr_mc<K>".
   config.estimator = "gr_mc10"
   config.tau = 0.1
+  # Temperature schedule: "constant", or "exponential" decay to a floor,
+  # tau_t = max(tau_min, tau * exp(-tau_decay_rate * t)), updated every tau_decay_every steps.
+  config.tau_schedule = "constant"
+  config.tau_min = 0.1
+  config.tau_decay_rate = 1e-4
+  config.tau_decay_every = 500
   # Plain SGD, no momentum; batch size = L.
   config.batch_size = max_length
   config.learning_rate = 0.5

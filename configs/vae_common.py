@@ -20,8 +20,14 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   # Estimator: a name accepted by gr_jax.estimators.get.
   config.estimator = "gr_mc100"
   config.tau = 0.5
+  # Temperature schedule: "constant", or "exponential" decay to a floor,
+  # tau_t = max(tau_min, tau * exp(-tau_decay_rate * t)), updated every tau_decay_every steps.
+  config.tau_schedule = "constant"
+  config.tau_min = 0.1
+  config.tau_decay_rate = 1e-4
+  config.tau_decay_every = 500
   config.baseline_decay = 0.99  # REINFORCE's running-mean baseline
-  # Optimization: SGD with momentum, fixed temperature, no annealing.
+  # Optimization: SGD with momentum.
   config.batch_size = 20
   config.num_steps = 50_000
   config.learning_rate = 1e-3

@@ -8,12 +8,14 @@ step), TensorBoard events (when tensorboardX is installed), ``checkpoints/``
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import time
 from typing import Any, Iterable
 
 import numpy as np
+import optax
 import orbax.checkpoint as ocp
 from absl import logging
 from ml_collections import ConfigDict
@@ -45,29 +47,76 @@ def require_batch_fits(config: ConfigDict, num_examples: int, what: str) -> None
           config.batch_size)
 
 
-def check_estimator(config: ConfigDict, allowed: Iterable[str] | None = None) -> estimators.Estimator:
-  """The configured estimator, or ConfigError naming the valid ones."""
+def check_estimator(config: ConfigDict, *, straight_through_only: bool = False,
+                    num_categories: int | None = None) -> estimators.Estimator:
+  """The configured estimator, or ConfigError naming the valid ones.
+
+  Args:
+    config: the experiment's config (its ``estimator`` field).
+    straight_through_only: the experiment needs the sample itself to carry the
+      gradient (a one-hot forward, no score-function surrogate).
+    num_categories: the arity of the variables, when the experiment fixes one.
+  """
   name = config.estimator
   try:
     estimator = estimators.get(name)
   except ValueError as e:
     raise ConfigError(f"config.estimator: {e}") from None
-  if allowed is not None and not (name in allowed or (name.startswith("gr_mc") and "gr_mc<K>" in allowed)):
+  if straight_through_only and not estimator.straight_through:
     raise ConfigError(
-        f"config.estimator must be one of {', '.join(allowed)} for this experiment; got {name!r}."
+        "config.estimator must be a straight-through estimator (one-hot forward, custom"
+        f" backward: st, st_gs, gr_mc<K>, gr_qmc<K>, zgr, reinmax, gst, gst_p) for this"
+        f" experiment; got {name!r}."
+    )
+  if estimator.binary_only and num_categories != 2:
+    raise ConfigError(
+        f"config.estimator {name!r} needs binary variables (arity 2); this experiment's"
+        f" variables have {num_categories or 'varying numbers of'} categories."
     )
   return estimator
 
 
+TAU_SCHEDULES = ("constant", "exponential")
+
+
 def check_common(config: ConfigDict) -> None:
   """Checks the fields every experiment shares, before any compute."""
-  require(isinstance(config.tau, (int, float)) and config.tau > 0, "tau", "a number > 0", config.tau)
+  require(isinstance(config.tau, (int, float)) and math.isfinite(config.tau) and config.tau > 0,
+          "tau", "a finite number > 0", config.tau)
+  require(config.tau_schedule in TAU_SCHEDULES, "tau_schedule", f"one of {TAU_SCHEDULES}", config.tau_schedule)
+  if config.tau_schedule == "exponential":
+    require(isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= config.tau,
+            "tau_min", f"a number in (0, tau = {config.tau}] with tau_schedule='exponential'", config.tau_min)
+  require(isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
+          "tau_decay_rate", "a number >= 0 (per step)", config.tau_decay_rate)
+  require_int(config, "tau_decay_every", minimum=1)
   require_int(config, "batch_size", minimum=1)
   require(isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
           "learning_rate", "a number > 0", config.learning_rate)
   require(isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
           "weight_decay", "a number >= 0", config.weight_decay)
   require(isinstance(config.seed, int) and not isinstance(config.seed, bool), "seed", "an int", config.seed)
+
+
+def tau_schedule(config: ConfigDict) -> optax.Schedule:
+  r"""The temperature at each step, as the paper's conclusion proposes.
+
+  "constant": :math:`\tau_t = \tau`. "exponential" (Jang et al. 2017):
+  :math:`\tau_t = \max(\tau_{\min}, \tau e^{-r N \lfloor t / N \rfloor})`
+  with r = ``tau_decay_rate`` and N = ``tau_decay_every`` (Jang et al. used
+  r in {1e-5, 1e-4}, N = 500, tau_min = 0.5). Usable inside jitted code (t may
+  be traced).
+  """
+  if config.tau_schedule == "constant":
+    return optax.constant_schedule(config.tau)
+  every = config.tau_decay_every
+  return optax.exponential_decay(
+      init_value=config.tau,
+      transition_steps=every,
+      decay_rate=math.exp(-config.tau_decay_rate * every),
+      staircase=True,
+      end_value=config.tau_min,
+  )
 
 
 class EpochBatches:

@@ -1,7 +1,8 @@
 """Unsupervised parsing on ListOps with a Gumbel Tree-LSTM (Paulus et al. 2021, Table 1).
 
 The merge decisions are discrete and the loss is computed on the tree they
-build, so only straight-through estimators apply ("st", "st_gs", "gr_mc<K>").
+build, so only straight-through estimators apply (``Estimator.straight_through``:
+st, st_gs, gr_mc<K>, gr_qmc<K>, zgr, reinmax, gst, gst_p).
 Plain SGD, weight decay 1e-4, batch size = maximum length L, a fixed number of
 epochs; after every epoch the validation and test accuracies are measured
 (greedy merges), and the test accuracy at the best validation epoch is the
@@ -25,12 +26,11 @@ from gr_jax.data import listops
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
-ESTIMATORS = ("st", "st_gs", "gr_mc<K>")
 GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
 
 
 def validate(config: ConfigDict):
-  estimator = common.check_estimator(config, ESTIMATORS)
+  estimator = common.check_estimator(config, straight_through_only=True)
   common.check_common(config)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   common.require_int(config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)")
@@ -115,6 +115,7 @@ class Trainer:
     self.optimizer = optax.chain(
         *clip, optax.add_decayed_weights(config.weight_decay), optax.sgd(config.learning_rate)
     )
+    self.tau_at = common.tau_schedule(config)
     self.train_step = jax.jit(self._train_step, donate_argnums=0)
     self.predict = jax.jit(self._predict)
 
@@ -126,17 +127,15 @@ class Trainer:
         "best": {"valid": jnp.asarray(-1.0), "test": jnp.asarray(0.0), "epoch": jnp.asarray(0)},
     }
 
-  def _select(self, key, logits):
-    return self.estimator(key, logits, tau=self.config.tau)
-
-  def _loss(self, params, tokens, lengths, labels, key):
-    logits = nnx.merge(self.graphdef, params)(tokens, lengths, key, self._select)
+  def _loss(self, params, tokens, lengths, labels, key, tau):
+    select = lambda select_key, merge_logits: self.estimator(select_key, merge_logits, tau=tau)
+    logits = nnx.merge(self.graphdef, params)(tokens, lengths, key, select)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
     return loss, jnp.mean(jnp.argmax(logits, -1) == labels)
 
-  def _train_step(self, state, tokens, lengths, labels, key):
+  def _train_step(self, state, tokens, lengths, labels, key, step):
     (loss, accuracy), grads = jax.value_and_grad(self._loss, has_aux=True)(
-        state["params"], tokens, lengths, labels, key
+        state["params"], tokens, lengths, labels, key, self.tau_at(step)
     )
     updates, opt_state = self.optimizer.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
@@ -177,11 +176,12 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   for step in range(start + 1, num_steps + 1):
     rows = batches.indices(step - 1)
     state, loss, accuracy = trainer.train_step(
-        state, train.tokens[rows], train.lengths[rows], train.labels[rows], jax.random.fold_in(train_key, step)
+        state, train.tokens[rows], train.lengths[rows], train.labels[rows], jax.random.fold_in(train_key, step),
+        step,
     )
     if config.log_every and step % config.log_every == 0:
       progress.log(step, loss=float(loss), accuracy=float(accuracy))
-      writer.write(step, "train", loss=float(loss), accuracy=float(accuracy))
+      writer.write(step, "train", loss=float(loss), accuracy=float(accuracy), tau=float(trainer.tau_at(step)))
     if step % batches.steps_per_epoch == 0:
       epoch = step // batches.steps_per_epoch
       if not np.isfinite(float(loss)):
@@ -209,6 +209,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "steps": num_steps,
       "estimator": config.estimator,
       "tau": config.tau,
+      "tau_schedule": config.tau_schedule,
+      "final_tau": float(trainer.tau_at(num_steps)),
       "batch_size": config.batch_size,
       "learning_rate": config.learning_rate,
       "max_length": config.max_length,

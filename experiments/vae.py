@@ -28,7 +28,7 @@ DATASETS = ("binarized_mnist", "synthetic")
 
 def validate(config: ConfigDict) -> estimators.Estimator:
   """Checks the config before any compute; ConfigError names the field."""
-  estimator = common.check_estimator(config)
+  estimator = common.check_estimator(config, num_categories=config.arity)
   common.check_common(config)
   try:
     vae.log2_arity(config.arity)
@@ -88,6 +88,7 @@ class Trainer:
     self.init_params = nnx.to_pure_dict(state)
     self.optimizer = make_optimizer(config)
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
+    self.tau_at = common.tau_schedule(config)
     self.train_step = jax.jit(self._train_step, donate_argnums=0)
     self.iwae = jax.jit(self._iwae, static_argnums=3)
     self.encoder_grad_stats = jax.jit(self._encoder_grad_stats, static_argnums=4)
@@ -103,17 +104,18 @@ class Trainer:
         "baseline": self.baseline.init(),
     }
 
-  def _loss(self, params, x, key, baseline_mean, estimator=None):
+  def _loss(self, params, x, key, baseline_mean, tau, estimator=None):
     estimator = estimator or self.estimator
-    bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, self.config.tau)
+    bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, tau)
     loss = -jnp.mean(bound)
     objective = loss
     if estimator.score_function:
       objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
     return objective, bound
 
-  def _train_step(self, state, x, key):
-    grads, bound = jax.grad(self._loss, has_aux=True)(state["params"], x, key, state["baseline"].mean)
+  def _train_step(self, state, x, key, step):
+    tau = self.tau_at(step)
+    grads, bound = jax.grad(self._loss, has_aux=True)(state["params"], x, key, state["baseline"].mean, tau)
     updates, opt_state = self.optimizer.update(grads, state["opt_state"], state["params"])
     new_state = {
         "params": optax.apply_updates(state["params"], updates),
@@ -125,12 +127,13 @@ class Trainer:
   def _iwae(self, params, x, key, num_samples):
     return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size)
 
-  def _encoder_grad_stats(self, params, x, key, baseline_mean, reference: bool):
+  def _encoder_grad_stats(self, params, x, key, baseline_mean, reference: bool, step):
     """Moments of the encoder gradient over draws of the estimator (or of REINFORCE)."""
     estimator = self.reinforce if reference else self.estimator
+    tau = self.tau_at(step)
 
     def encoder_grad(draw_key):
-      grads = jax.grad(self._loss, has_aux=True)(params, x, draw_key, baseline_mean, estimator)[0]
+      grads = jax.grad(self._loss, has_aux=True)(params, x, draw_key, baseline_mean, tau, estimator)[0]
       return grads["encoder"]
 
     draws = self.config.mse_reference_draws if reference else self.config.variance_draws
@@ -172,19 +175,20 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   progress = common.ProgressLogger(start, config.num_steps)
   for step in range(start + 1, config.num_steps + 1):
     x = jnp.asarray(data["train"][batches.indices(step - 1)], jnp.float32)
-    state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step))
+    state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step), step)
     if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
       progress.log(step, train_bound=float(bound))
-      writer.write(step, "train", bound=float(bound), epoch=step / batches.steps_per_epoch)
+      writer.write(step, "train", bound=float(bound), epoch=step / batches.steps_per_epoch,
+                   tau=float(trainer.tau_at(step)))
     measure_variance = config.variance_every and step % config.variance_every == 0
     measure_mse = config.mse_every and step % config.mse_every == 0
     if measure_variance or measure_mse:
       args = (state["params"], fixed_batch, jax.random.fold_in(variance_key, step), state["baseline"].mean)
-      stats = trainer.encoder_grad_stats(*args, False)
+      stats = trainer.encoder_grad_stats(*args, False, step)
       metrics = {"log10_grad_variance": diagnostics.log10(stats.trace_variance)}
       if measure_mse:
         # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
-        ref = trainer.encoder_grad_stats(*args[:2], jax.random.fold_in(variance_key, -step % 2**31), args[3], True)
+        ref = trainer.encoder_grad_stats(*args[:2], jax.random.fold_in(variance_key, -step % 2**31), args[3], True, step)
         metrics["log10_grad_mse"] = diagnostics.log10(stats.mse(ref.mean, ref.trace_variance / ref.num_draws))
         metrics["log10_grad_squared_bias"] = diagnostics.log10(stats.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
       writer.write(step, "train", **metrics)
@@ -207,6 +211,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       steps=config.num_steps,
       estimator=config.estimator,
       tau=config.tau,
+      tau_schedule=config.tau_schedule,
+      final_tau=float(trainer.tau_at(config.num_steps)),
       batch_size=config.batch_size,
       seed=config.seed,
       num_eval_samples=config.num_eval_samples,

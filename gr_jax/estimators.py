@@ -1106,6 +1106,7 @@ class Estimator:
       pairs (e.g. ``(("num_samples", 100),)`` for "gr_mc100").
     relaxed: True for GS, whose sample is a point of the simplex.
     score_function: True for REINFORCE: add :func:`score_function_surrogate`.
+    binary_only: True for estimators of two-category variables (gr_exact).
   """
 
   name: str
@@ -1113,11 +1114,17 @@ class Estimator:
   options: tuple[tuple[str, Any], ...] = ()
   relaxed: bool = False
   score_function: bool = False
+  binary_only: bool = False
 
   @property
   def one_hot(self) -> bool:
     """True when the forward value is an exact one-hot sample."""
     return not self.relaxed
+
+  @property
+  def straight_through(self) -> bool:
+    """True when the sample itself carries the gradient (one-hot forward, custom backward)."""
+    return self.one_hot and not self.score_function
 
   def __call__(self, key: Array, logits: Array, *, tau=1.0) -> Array:
     return self.fn(key, logits, tau=tau, **dict(self.options))
@@ -1141,7 +1148,7 @@ _ESTIMATORS = {
     "st": Estimator("st", straight_through),
     "st_gs": Estimator("st_gs", st_gumbel_softmax),
     "gs": Estimator("gs", gumbel_softmax, relaxed=True),
-    "gr_exact": Estimator("gr_exact", gumbel_rao_exact),
+    "gr_exact": Estimator("gr_exact", gumbel_rao_exact, binary_only=True),
     "zgr": Estimator("zgr", zgr),
     "reinmax": Estimator("reinmax", reinmax),
     "gst": Estimator("gst", gapped_straight_through, options=(("gap", "1.0"),)),

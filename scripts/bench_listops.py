@@ -34,7 +34,7 @@ def _step_seconds(length: int, estimator: str, repeats: int) -> float:
   times = []
   for i in range(repeats + 2):
     start = time.perf_counter()
-    state, loss, _ = trainer.train_step(state, batch.tokens, batch.lengths, batch.labels, jax.random.key(i))
+    state, loss, _ = trainer.train_step(state, batch.tokens, batch.lengths, batch.labels, jax.random.key(i), i)
     jax.block_until_ready(loss)
     if i >= 2:  # after compilation and one warm step
       times.append(time.perf_counter() - start)

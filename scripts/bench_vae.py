@@ -56,7 +56,7 @@ def main(argv):
 
       def step():
         holder["step"] += 1
-        holder["state"], bound = trainer.train_step(holder["state"], x, jax.random.key(holder["step"]))
+        holder["state"], bound = trainer.train_step(holder["state"], x, jax.random.key(holder["step"]), holder["step"])
         jax.block_until_ready(bound)
 
       ms = 1e3 * _median_seconds(step, _REPEATS.value)

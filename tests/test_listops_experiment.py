@@ -1,6 +1,7 @@
 """Integration tests of experiments/listops.py through the real CLI on generated data."""
 
 import json
+import math
 
 import pytest
 
@@ -31,6 +32,18 @@ def test_tiny_run_writes_outputs(tmp_path):
   assert json.loads((tmp_path / "config.json").read_text())["max_length"] == 10
 
 
+def test_exponential_tau_schedule_with_a_newer_estimator(tmp_path):
+  """tau_t = max(tau_min, tau exp(-r N floor(t / N))), logged every step; ZGR trains the tree."""
+  run_main("configs/listops_L10.py", tmp_path, *TINY, "num_epochs=1", "estimator=reinmax", "tau=2.0",
+           "tau_schedule=exponential", "tau_decay_rate=0.1", "tau_decay_every=2", "tau_min=1.5")
+  taus = [r["tau"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+          if r["split"] == "train"]
+  expected = [max(1.5, 2.0 * math.exp(-0.1 * 2 * (t // 2))) for t in range(1, len(taus) + 1)]
+  assert taus == pytest.approx(expected, rel=1e-5)
+  results = json.loads((tmp_path / "results.json").read_text())
+  assert results["tau_schedule"] == "exponential" and results["final_tau"] == pytest.approx(1.5)
+
+
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
   whole, parts = tmp_path / "whole", tmp_path / "parts"
   run_main("configs/listops_L10.py", whole, *TINY, "num_epochs=2", "estimator=st_gs")
@@ -48,7 +61,11 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     [
         ("estimator", "gs"),  # a relaxation cannot build a tree
         ("estimator", "reinforce"),
+        ("estimator", "gr_exact"),  # binary variables only
         ("tau", 0.0),
+        ("tau", float("inf")),
+        ("tau_schedule", "linear"),
+        ("tau_decay_rate", -1.0),
         ("max_length", 1),
         ("batch_size", 10_000),
         ("learning_rate", -0.1),

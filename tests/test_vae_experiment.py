@@ -50,6 +50,17 @@ def test_two_step_run_writes_outputs(tmp_path):
   assert results["steps"] == 2 and np.isfinite(results["test_nll"])
 
 
+def test_exponential_tau_schedule(tmp_path):
+  """The temperature decays per step to its floor and reaches the estimator (ZGR ignores it;
+  GR-QMC uses it): logged tau follows max(tau_min, tau exp(-r t))."""
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=gr_qmc10", "tau=1.0",
+           "tau_schedule=exponential", "tau_decay_rate=0.5", "tau_decay_every=1", "tau_min=0.2",
+           "variance_every=0", "mse_every=0", "eval_every=0")
+  taus = {r["step"]: r["tau"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+          if "tau" in r}
+  assert taus == pytest.approx({t: max(0.2, np.exp(-0.5 * t)) for t in range(1, 5)}, rel=1e-5)
+
+
 @pytest.mark.parametrize("estimator", ["st_gs", "reinforce"])
 def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
   whole, parts = tmp_path / "whole", tmp_path / "parts"
@@ -74,6 +85,9 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
         ("arity=6", "config.arity"),
         ("batch_size=100000", "config.batch_size"),
         ("momentum=1.5", "config.momentum"),
+        ("estimator=gr_exact", "config.estimator"),  # arity 16, not 2
+        ("tau_schedule=cosine", "config.tau_schedule"),
+        ("tau=inf", "config.tau"),
     ],
 )
 def test_bad_config_values_name_the_field(tmp_path, override, field):
