@@ -147,6 +147,14 @@ def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
   os.replace(tmp, path)
 
 
+def _is_json(line: str) -> bool:
+  try:
+    json.loads(line)
+  except json.JSONDecodeError:
+    return False
+  return True
+
+
 class MetricsWriter:
   """Appends ``{"step": s, "split": name, metric: value, ...}`` lines to metrics.jsonl.
 
@@ -167,8 +175,12 @@ class MetricsWriter:
   def truncate_after(self, step: int) -> None:
     """Drops lines of steps after ``step`` (a resumed run logs them again, identically)."""
     self._file.close()
-    lines = self.path.read_text().splitlines() if self.path.exists() else []
-    kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
+    lines = [line for line in (self.path.read_text().splitlines() if self.path.exists() else []) if line.strip()]
+    if lines and not _is_json(lines[-1]):
+      # What a crash or a full disk leaves: a line cut off mid-write.
+      logging.warning("dropping a partial last line of %s: %r", self.path, lines[-1][:80])
+      lines.pop()
+    kept = [line for line in lines if json.loads(line)["step"] <= step]
     tmp = self.path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(line + "\n" for line in kept))
     os.replace(tmp, self.path)

@@ -66,10 +66,12 @@ Array = jax.Array
 # Upper bound, per backend, on the number of elements (num_samples x
 # logits.size, counting every vmapped batch) that the Gumbel-Rao backward passes
 # process at once; larger K is scanned in chunks. 2**20 elements (4 MiB per
-# float32 temporary) are fastest on CPU; an accelerator wants larger chunks
-# (on an H200, logits (20, 60, 16) with K = 1000 took 0.76 ms with 2**20 and
-# 0.34-0.40 ms with 2**22 to 2**26 elements).
-CHUNK_ELEMENTS = {"cpu": 2**20, "default": 2**24}
+# float32 temporary) are fastest on CPU; an accelerator wants larger chunks:
+# GR-MC1000 forward+backward on an H200 (scripts/bench_estimators.py
+# --chunk_sweep) took 0.65 / 0.40 / 0.40 / 0.39 ms at logits (20, 60, 16) and
+# 5.18 / 3.61 / 2.76 / 2.57 ms at (200, 60, 16) with 2**20 / 2**22 / 2**24 /
+# 2**26 elements (256 MiB per float32 temporary at 2**26).
+CHUNK_ELEMENTS = {"cpu": 2**20, "default": 2**26}
 
 # logZ - logits_j is split as head + tail with head <= _HEAD_LOG_RATIO; see
 # `_gr_chunk_vjp`. Any value in about [45, 70] keeps float32 from overflowing
@@ -673,13 +675,13 @@ def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> 
   and the sample; the K conditional samples are regenerated from
   ``fold_in(key, 1)`` in the backward pass, at most ``max_chunk_elements()``
   of the ``K x logits.size`` elements at a time (``CHUNK_ELEMENTS``: 2**20 on
-  CPU, 2**24 on accelerators), scanned over chunks. The chunks are sized for
+  CPU, 2**26 on accelerators), scanned over chunks. The chunks are sized for
   the whole batch also under ``jax.vmap`` (a custom batching rule folds the
   vmapped axes into the rows), so the backward pass holds O(min(K, c) * size +
   size) floats with ``c = max(1, max_chunk_elements() // size)`` and ``size``
   the number of logits in the whole (vmapped) batch: a few 4 MiB float32
   buffers on CPU for any K (about 28 MiB in all for K = 1000 at logits
-  (200, 60, 16), measured by ``scripts/bench_estimators.py``), a few 64 MiB
+  (200, 60, 16), measured by ``scripts/bench_estimators.py``), a few 256 MiB
   buffers on a GPU.
 
   The backward pass is written with an explicit K axis (one chunk of samples

@@ -622,7 +622,8 @@ def test_vmapped_gumbel_rao_memory_matches_whole_array():
   nested = _temp_mib(jax.vmap(jax.vmap(row_grad)), keys.reshape(16, 16), logits.reshape(16, 16, 16))
   shared_key = _temp_mib(jax.vmap(row_grad, in_axes=(None, 0)), key, logits)
   bound = 1.5 * whole + 2.0
-  assert whole < 48, whole
+  # A few float32 chunk buffers: 4 MiB each with CPU's 2**20-element chunks.
+  assert whole < 12 * estimators.max_chunk_elements() * 4 / 2**20, whole
   assert vmapped < bound and nested < bound and shared_key < bound, (whole, vmapped, nested, shared_key)
 
 

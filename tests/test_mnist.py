@@ -45,3 +45,24 @@ def test_bad_shape_is_rejected(tmp_path):
 def test_synthetic():
   data = mnist.load(synthetic_data=True)
   assert data["train"].shape == (200, 784) and set(np.unique(data["train"])) == {0, 1}
+
+
+@pytest.mark.parametrize("bad_value, dtype", [(0.5, np.float32), (0.9, np.float64), (2, np.uint8), (-1, np.int32)])
+def test_non_binary_pixels_are_rejected_naming_file_split_and_value(tmp_path, bad_value, dtype):
+  """A cast to uint8 would turn 0.5 into 0 and train on blank images without a word."""
+  splits = {s: images.astype(dtype) for s, images in _fake_splits(np.random.default_rng(2)).items()}
+  splits["valid"][3, 17] = bad_value
+  np.savez(tmp_path / mnist.NPZ_NAME, **splits)
+  with pytest.raises(mnist.InvalidDataError) as info:
+    mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")
+  message = str(info.value)
+  assert mnist.NPZ_NAME in message and "'valid'" in message and "image 3, pixel 17" in message
+  assert repr(dtype(bad_value)) in message or str(bad_value) in message
+
+
+def test_non_binary_amat_is_rejected(tmp_path):
+  splits = _fake_splits(np.random.default_rng(3))
+  for s, images in splits.items():
+    np.savetxt(tmp_path / f"binarized_mnist_{s}.amat", images * (0.5 if s == "test" else 1.0), fmt="%g")
+  with pytest.raises(mnist.InvalidDataError, match="binarized_mnist_test.amat.*exactly 0 or 1"):
+    mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")

@@ -114,3 +114,30 @@ def test_missing_data_error(tmp_path):
   )
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: binarized MNIST not found") and "--config.data_dir" in last
+
+
+def test_resume_drops_a_partial_metrics_line_and_library_logs_stay_quiet(tmp_path):
+  """A metrics.jsonl cut off mid-line (a crash, a full disk) does not stop the resume;
+  orbax's and jax's INFO lines are hidden unless --verbosity=1."""
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  metrics = tmp_path / "metrics.jsonl"
+  metrics.write_text(metrics.read_text() + '{"step": 3, "split": "tr')
+  second = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
+  assert "dropping a partial last line" in second.stderr
+  records = [json.loads(line) for line in metrics.read_text().splitlines()]
+  assert {r["step"] for r in records} == {1, 2, 3, 4}
+  assert "step 4/4" in second.stderr
+  assert "checkpoint_manager.py" not in second.stderr and "xla_bridge.py" not in second.stderr
+
+
+def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
+  typo = run_main("configs/vae_16ary.py", tmp_path / "a", "tua=0.3", check=False)
+  assert typo.returncode != 0 and "Traceback" not in typo.stderr
+  assert typo.stderr.strip().splitlines()[-1] == "error: --config.tua: the config has no field 'tua'; did you mean tau?"
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  np.savez(data_dir / "binarized_mnist.npz", **{s: np.full((30, 784), 0.5, np.float32) for s in ("train", "valid", "test")})
+  bad = run_main("configs/vae_16ary.py", tmp_path / "b", f"data_dir={data_dir}", check=False)
+  last = bad.stderr.strip().splitlines()[-1]
+  assert bad.returncode != 0 and "Traceback" not in bad.stderr
+  assert last.startswith("error: ") and "exactly 0 or 1" in last and "'train'" in last

@@ -38,6 +38,10 @@ class DataNotFoundError(FileNotFoundError):
   """The dataset is not in any of the places looked at."""
 
 
+class InvalidDataError(ValueError):
+  """A data file was found but holds something else than binarized MNIST."""
+
+
 def _amat_name(split: str) -> str:
   return f"binarized_mnist_{split}.amat"
 
@@ -48,20 +52,28 @@ def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
     with np.load(npz) as f:
       missing = [s for s in SPLITS if s not in f]
       if missing:
-        raise ValueError(f"{npz} lacks the splits {missing}; it must hold {list(SPLITS)}.")
-      return {s: _check(np.asarray(f[s], np.uint8), f"{npz}[{s}]") for s in SPLITS}
+        raise InvalidDataError(f"{npz} lacks the splits {missing}; it must hold {list(SPLITS)}.")
+      return {s: _check(np.asarray(f[s]), f"{npz}, split {s!r}") for s in SPLITS}
   if all((directory / _amat_name(s)).is_file() for s in SPLITS):
-    return {
-        s: _check(np.loadtxt(directory / _amat_name(s), dtype=np.uint8), str(directory / _amat_name(s)))
-        for s in SPLITS
-    }
+    return {s: _check(np.loadtxt(directory / _amat_name(s)), str(directory / _amat_name(s))) for s in SPLITS}
   return None
 
 
 def _check(images: np.ndarray, where: str) -> np.ndarray:
-  if images.ndim != 2 or images.shape[1] != NUM_PIXELS or images.max(initial=0) > 1:
-    raise ValueError(f"{where}: expected 0/1 images of shape (N, {NUM_PIXELS}), got {images.shape}.")
-  return images
+  """The images as uint8, after checking their shape and that every pixel is exactly 0 or 1.
+
+  A cast alone would turn 0.5 or 0.9 into 0 and train on blank images.
+  """
+  if images.ndim != 2 or images.shape[1] != NUM_PIXELS:
+    raise InvalidDataError(f"{where}: expected 0/1 images of shape (N, {NUM_PIXELS}), got shape {images.shape}.")
+  bad = (images != 0) & (images != 1)
+  if bad.any():
+    row, column = np.argwhere(bad)[0]
+    raise InvalidDataError(
+        f"{where}: pixels must be exactly 0 or 1 (binarized MNIST); image {row}, pixel {column}"
+        f" is {images[row, column]!r} (dtype {images.dtype})."
+    )
+  return images.astype(np.uint8)
 
 
 def _download_amat(cache_dir: pathlib.Path) -> None:

@@ -1,0 +1,251 @@
+r"""Efficiency of every estimator: squared bias, variance and MSE of its gradient, and its time.
+
+For each estimator of ``gr_jax.estimators.get`` (REINFORCE included) and two
+temperatures it measures, over R independent draws,
+
+.. math::
+  \mathrm{Bias}^2 = \|E\hat g - \nabla\|^2, \quad \mathrm{Var} = E\|\hat g -
+  E\hat g\|^2, \quad \mathrm{MSE} = \mathrm{Var} + \mathrm{Bias}^2
+
+(``gr_jax.diagnostics.GradientStats``, Monte Carlo bias of the plug-in removed),
+against an exact reference on small problems (enumeration):
+
+* ``categorical``: one 4-ary variable, :math:`f(D) = D^\top A D`;
+* ``toy_qp@p``: the paper's quadratic program on the simplex (section 5.1) at a
+  few points p (its recast loss, A(p) held fixed, logits log p);
+* ``binary``: three binary variables with a coupled quadratic loss (the only
+  problem where ``gr_exact`` applies);
+
+and against a high-sample REINFORCE reference for the encoder gradient of the
+16-ary VAE at a trained checkpoint (``--vae_workdir``; B = 20 fixed training
+images), the paper's Figure 2b protocol. The time is one jitted forward+backward
+of the VAE's loss at B = 20 (median), and the work-normalised efficiency is
+MSE x time (lower is better). REINFORCE on the small problems uses the exact
+mean loss as its baseline; in the VAE, the checkpoint's running-mean baseline.
+
+Writes ``--out_dir``/estimator_comparison.{json,md} and a figure of MSE against
+time (one point per estimator, VAE encoder gradient).
+
+  python scripts/compare_estimators.py --vae_workdir=runs/vae16_stgs_10k \
+      --data_dir=../shared/data/binarized_mnist --out_dir=docs
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from absl import app, flags
+from ml_collections import ConfigDict
+
+from configs import vae_16ary
+from experiments import vae as vae_experiment
+from gr_jax import diagnostics, estimators, toy_qp
+from gr_jax.data import mnist
+
+_NAMES = flags.DEFINE_list(
+    "estimators",
+    ["st", "st_gs", "gs", "gr_mc10", "gr_mc100", "gr_mc1000", "gr_qmc10", "gr_qmc100", "gr_exact",
+     "zgr", "reinmax", "gst", "gst_p", "reinforce"],
+    "Estimator names.",
+)
+_TAUS = flags.DEFINE_list("taus", ["0.5", "1.0"], "Temperatures.")
+_DRAWS = flags.DEFINE_integer("draws", 20_000, "Draws per estimator on the small problems.")
+_VAE_WORKDIR = flags.DEFINE_string("vae_workdir", "", "A trained 16-ary VAE workdir ('' = skip the VAE).")
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "Binarized MNIST directory (for the VAE batch).")
+_VAE_DRAWS = flags.DEFINE_integer("vae_draws", 200, "Estimator draws of the VAE encoder gradient.")
+_REFERENCE_DRAWS = flags.DEFINE_integer("reference_draws", 20_000, "REINFORCE draws of the VAE reference.")
+_OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where the table, JSON and figure go.")
+
+_A = np.array([[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]])
+_CATEGORICAL_LOGITS = np.array([[0.6, -0.4, 1.1, 0.0]])
+_QP_POINTS = ((0.6, 0.3, 0.1), (0.2, 0.2, 0.6), (0.45, 0.45, 0.1))
+_BINARY_LOGITS = np.array([[0.5, -0.5], [0.0, 1.2], [-0.8, 0.3]])
+_BINARY_W = np.random.default_rng(0).normal(size=(6, 6))
+
+
+def _problems():
+  """name -> (logits [m, n], loss(sample [m, n]) -> scalar)."""
+  a = jnp.asarray(_A, jnp.float32)
+  problems = {"categorical": (_CATEGORICAL_LOGITS, lambda d: d[0] @ a @ d[0])}
+  q, c = toy_qp.paper_problem()
+  for point in _QP_POINTS:
+    p = jnp.asarray(point, jnp.float32)
+    problems[f"toy_qp@{point}"] = (np.log(np.array([point])), lambda d, p=p: toy_qp.stochastic_loss(d[0], p, q, c))
+  w = jnp.asarray(_BINARY_W + _BINARY_W.T, jnp.float32)
+  problems["binary"] = (_BINARY_LOGITS, lambda d: d.reshape(-1) @ w @ d.reshape(-1) / 4.0)
+  return problems
+
+
+def _applies(estimator, logits) -> bool:
+  return not estimator.binary_only or logits.shape[-1] == 2
+
+
+def _small_problem_stats(estimator, logits, loss, tau, key, draws):
+  logits = jnp.asarray(logits, jnp.float32)
+  exact = diagnostics.exact_gradient(lambda d, t: loss(d), logits)
+  mean_loss = diagnostics.exact_expectation(lambda d, t: loss(d), logits)
+
+  def draw(draw_key):
+    def objective(theta):
+      sample = estimator(draw_key, theta, tau=tau)
+      value = loss(sample)
+      if estimator.score_function:
+        log_prob = jnp.sum(estimators.categorical_log_prob(theta, sample))
+        value = value + estimators.score_function_surrogate(log_prob, value, mean_loss)
+      return value
+
+    return jax.grad(objective)(logits)
+
+  stats = jax.jit(lambda k: diagnostics.gradient_stats(draw, k, draws, chunk_size=1000))(key)
+  return _summary(stats, exact, 0.0)
+
+
+def _summary(stats, reference, reference_mean_variance):
+  bias = float(stats.squared_bias(reference, reference_mean_variance))
+  variance = float(stats.trace_variance)
+  return {"squared_bias": bias, "variance": variance, "mse": variance + bias}
+
+
+def _vae_setup(workdir: pathlib.Path):
+  saved = json.loads((workdir / "config.json").read_text())
+  config = vae_16ary.get_config()
+  config.update_from_flattened_dict({k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))})
+  config.encoder_widths, config.decoder_widths = tuple(saved["encoder_widths"]), tuple(saved["decoder_widths"])
+  steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+  trainer = vae_experiment.Trainer(config, estimators.get("st_gs"))
+  state = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(steps[-1]) / "default").absolute(),
+                                             trainer.init_state())
+  data = mnist.load(_DATA_DIR.value or config.data_dir or None)
+  rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
+  return config, state, jnp.asarray(data["train"][rows], jnp.float32), steps[-1]
+
+
+def _vae_trainer(config: ConfigDict, name: str, tau: float, draws: int, reference_draws: int):
+  config = ConfigDict(config.to_dict())
+  config.estimator, config.tau, config.tau_schedule = name, tau, "constant"
+  config.variance_draws, config.mse_reference_draws = draws, reference_draws
+  return vae_experiment.Trainer(config, estimators.get(name))
+
+
+def _median_ms(fn, *args, repeats=20):
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(1e3 * (time.perf_counter() - start))
+  return statistics.median(times)
+
+
+def _plot(path: pathlib.Path, rows, tau):
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(6.0, 4.2))
+  for row in rows:
+    ax.scatter(row["ms"], row["mse"], s=18)
+    ax.annotate(row["name"], (row["ms"], row["mse"]), fontsize=7, xytext=(3, 2), textcoords="offset points")
+  ax.set_xscale("log")
+  ax.set_yscale("log")
+  ax.set_xlabel("one forward+backward, B = 20 (ms)")
+  ax.set_ylabel("MSE of the encoder gradient")
+  ax.set_title(f"16-ary VAE at a trained checkpoint, tau = {tau}", fontsize=9)
+  fig.tight_layout()
+  fig.savefig(path, dpi=130)
+  plt.close(fig)
+
+
+def _log10(value) -> str:
+  """log10 for the table; a bias estimate <= 0 is zero within Monte Carlo noise."""
+  return f"{diagnostics.log10(value):.2f}" if value > 0 else "~0"
+
+
+def _markdown(results) -> str:
+  lines = [f"Device: {results['device']}. Draws: {results['draws']} per estimator on the small problems"
+           f" (exact gradients by enumeration); VAE: {results.get('vae', {}).get('draws', '-')} draws against"
+           f" {results.get('vae', {}).get('reference_draws', '-')} REINFORCE draws. log10 values; '-' = not applicable.", ""]
+  for problem, per_tau in results["small"].items():
+    lines += [f"### {problem}", "", "| estimator | " + " | ".join(
+        f"tau={tau}: bias^2 / var / MSE" for tau in per_tau) + " |", "|---|" + "---|" * len(per_tau)]
+    names = list(next(iter(per_tau.values())))
+    for name in names:
+      cells = []
+      for tau in per_tau:
+        s = per_tau[tau][name]
+        cells.append("-" if s is None else " / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse")))
+      lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+  if "vae" in results:
+    vae = results["vae"]
+    lines += [f"### 16-ary VAE encoder gradient (checkpoint step {vae['checkpoint_step']}, B = 20)", "",
+              "| estimator | ms | " + " | ".join(f"tau={tau}: bias^2 / var / MSE / MSE x ms" for tau in vae["stats"]) + " |",
+              "|---|---|" + "---|" * len(vae["stats"])]
+    for name, ms in vae["ms"].items():
+      cells = []
+      for tau, per_name in vae["stats"].items():
+        s = per_name[name]
+        cells.append(" / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse")) + f" / {_log10(s['mse'] * ms)}")
+      lines.append(f"| {name} | {ms:.2f} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv):
+  del argv
+  out = pathlib.Path(_OUT_DIR.value)
+  (out / "figures").mkdir(parents=True, exist_ok=True)
+  taus = [float(t) for t in _TAUS.value]
+  chosen = {name: estimators.get(name) for name in _NAMES.value}
+  results = {"device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})", "draws": _DRAWS.value,
+             "taus": taus, "small": {}}
+  key = jax.random.key(0)
+  for p_index, (problem, (logits, loss)) in enumerate(_problems().items()):
+    results["small"][problem] = {}
+    for t_index, tau in enumerate(taus):
+      row = {}
+      for e_index, (name, estimator) in enumerate(chosen.items()):
+        draw_key = jax.random.fold_in(key, 10_000 * p_index + 100 * t_index + e_index)
+        row[name] = (_small_problem_stats(estimator, logits, loss, tau, draw_key, _DRAWS.value)
+                     if _applies(estimator, logits) else None)
+      results["small"][problem][str(tau)] = row
+      print(problem, tau, {n: None if s is None else round(diagnostics.log10(s["mse"]), 2) for n, s in row.items()},
+            flush=True)
+  if _VAE_WORKDIR.value:
+    config, state, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
+    vae_key = jax.random.key(1)
+    baseline = state["baseline"].mean
+    reference_trainer = _vae_trainer(config, "reinforce", 1.0, _VAE_DRAWS.value, _REFERENCE_DRAWS.value)
+    reference = reference_trainer.encoder_grad_stats(state["params"], x, jax.random.fold_in(vae_key, -1), baseline, True, 0)
+    reference_mean_variance = float(reference.trace_variance) / reference.num_draws
+    vae = {"checkpoint_step": step, "draws": _VAE_DRAWS.value, "reference_draws": _REFERENCE_DRAWS.value,
+           "ms": {}, "stats": {}}
+    for t_index, tau in enumerate(taus):
+      vae["stats"][str(tau)] = {}
+      for e_index, name in enumerate(n for n, e in chosen.items() if _applies(e, np.zeros((1, 16)))):
+        trainer = _vae_trainer(config, name, tau, _VAE_DRAWS.value, _REFERENCE_DRAWS.value)
+        stats = trainer.encoder_grad_stats(state["params"], x, jax.random.fold_in(vae_key, 100 * t_index + e_index),
+                                           baseline, False, 0)
+        vae["stats"][str(tau)][name] = _summary(stats, reference.mean, reference_mean_variance)
+        if t_index == 0:
+          grad = jax.jit(jax.grad(lambda p, k: trainer._loss(p, x, k, baseline, tau)[0]))
+          vae["ms"][name] = _median_ms(grad, state["params"], jax.random.key(2))
+        print("vae", tau, name, vae["stats"][str(tau)][name], vae["ms"][name], flush=True)
+    results["vae"] = vae
+    for tau in taus:
+      rows = [{"name": n, "ms": vae["ms"][n], **s} for n, s in vae["stats"][str(tau)].items()]
+      _plot(out / "figures" / f"estimator_efficiency_tau{tau}.png", rows, tau)
+  (out / "estimator_comparison.json").write_text(json.dumps(results, indent=1) + "\n")
+  (out / "estimator_comparison.md").write_text(_markdown(results))
+  print(_markdown(results))
+
+
+if __name__ == "__main__":
+  app.run(main)
