@@ -21,7 +21,8 @@ def listops_config(max_length: int) -> ml_collections.ConfigDict:
   config.embed_dim = 128
   config.hidden_dim = 128
   config.classifier_hidden_dim = 128
-  # Estimator of the merge decisions: "st", "st_gs" or "gr_mc<K>".
+  # Estimator of the merge decisions: a straight-through one (st, st_gs, gr_mc<K>,
+  # gr_qmc<K>, zgr, reinmax, gst, gst_p).
   config.estimator = "gr_mc10"
   config.tau = 0.1
   # Temperature schedule: "constant", or "exponential" decay to a floor,

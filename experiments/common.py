@@ -232,11 +232,61 @@ class Checkpointer:
     self._manager.close()
 
 
+# Config fields a restarted run may change: they affect logging, evaluation
+# cost or where data is read, not the trained model. num_steps and num_epochs
+# may only grow (training continues); every other field defines the run.
+SAFE_TO_CHANGE = frozenset({
+    "log_every", "eval_every", "checkpoint_every", "variance_every", "mse_every", "variance_draws",
+    "mse_reference_draws", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size", "data_dir",
+    "download", "cache_dir",
+})
+MAY_GROW = ("num_steps", "num_epochs")
+
+
+def _as_json(value: Any) -> Any:
+  return json.loads(json.dumps(value))
+
+
 def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
+  """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
+
+  Raises:
+    ConfigError: the workdir holds a run whose defining fields differ (one line
+      naming each field, its saved and its new value).
+  """
   path = pathlib.Path(workdir)
   path.mkdir(parents=True, exist_ok=True)
-  write_json_atomic(path / "config.json", config.to_dict())
+  saved_path = path / "config.json"
+  new = _as_json(config.to_dict())
+  if saved_path.exists():
+    saved = json.loads(saved_path.read_text())
+    differing = [
+        f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
+        for field in sorted(set(saved) | set(new))
+        if saved.get(field) != new.get(field) and field not in SAFE_TO_CHANGE
+        and not (field in MAY_GROW and isinstance(saved.get(field), int) and new.get(field, -1) > saved[field])
+    ]
+    if differing:
+      raise ConfigError(
+          f"--workdir {path} holds a run with another config: {'; '.join(differing)}. Use a new"
+          " --workdir, or change only fields that are safe to change (logging and evaluation"
+          " intervals, data paths; num_steps / num_epochs may grow)."
+      )
+  write_json_atomic(saved_path, new)
   return path
+
+
+def finished_results(path: pathlib.Path, steps: int) -> dict | None:
+  """results.json of a run that already trained for ``steps`` steps, else None."""
+  results_path = path / "results.json"
+  if not results_path.exists():
+    return None
+  results = json.loads(results_path.read_text())
+  if results.get("steps") != steps:
+    return None
+  logging.info("the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
+               " evaluate it again.", path, steps, results_path)
+  return results
 
 
 def start_or_resume(path: pathlib.Path, init_state: Any) -> tuple[Checkpointer, MetricsWriter, Any, int]:

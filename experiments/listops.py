@@ -162,9 +162,12 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   data = load_data(config)
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
   path = common.prepare_workdir(workdir, config)
-  trainer = Trainer(config, estimator)
   batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
   num_steps = config.num_epochs * batches.steps_per_epoch
+  finished = common.finished_results(path, num_steps)
+  if finished is not None:
+    return finished
+  trainer = Trainer(config, estimator)
   checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
   train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
   progress = common.ProgressLogger(start, num_steps)

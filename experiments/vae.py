@@ -163,6 +163,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   estimator = validate(config)
   data = load_data(config)
   path = common.prepare_workdir(workdir, config)
+  finished = common.finished_results(path, config.num_steps)
+  if finished is not None:
+    return finished
   trainer = Trainer(config, estimator)
   batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
   checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())

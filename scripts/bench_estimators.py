@@ -20,12 +20,10 @@ several backward-pass chunk sizes (``estimators.CHUNK_ELEMENTS``).
   python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20] [--chunk_sweep]
 """
 
-import statistics
-import time
-
 import jax
 import jax.numpy as jnp
 from absl import app, flags
+from timing import median_ms
 
 from gr_jax import estimators
 
@@ -36,17 +34,6 @@ _CHUNK_SWEEP = flags.DEFINE_boolean("chunk_sweep", False, "Time GR-MC1000 at sev
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
 _DETERMINISTIC = ("zgr", "reinmax", "gst", "gst_p")
-
-
-def _median_ms(fn, *args, repeats):
-  jax.block_until_ready(fn(*args))  # compile and warm up
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(1e3 * (time.perf_counter() - start))
-  return statistics.median(times)
 
 
 def _forward_backward(estimator_fn):
@@ -127,28 +114,28 @@ def main(argv):
     logits = jax.random.normal(key, (batch, _NUM_VARS, _ARITY))
     cotangent = jax.random.normal(jax.random.key(1), logits.shape)
     args = (logits, key, cotangent)
-    softmax_ms = _median_ms(_softmax_forward_backward(), *args, repeats=repeats_small)
+    softmax_ms = median_ms(_softmax_forward_backward(), *args, repeats=repeats_small)
     _row(batch, "softmax", softmax_ms)
     fn = _named("st_gs")
-    stgs_ms = _median_ms(fn, *args, repeats=repeats_small)
+    stgs_ms = median_ms(fn, *args, repeats=repeats_small)
     peak[(batch, "st_gs")] = _peak_bytes(fn, *args)
-    floor_ms = softmax_ms + _median_ms(_rng_floor(logits.size), key, repeats=repeats_small)
+    floor_ms = softmax_ms + median_ms(_rng_floor(logits.size), key, repeats=repeats_small)
     _row(batch, "st_gs", stgs_ms, floor_ms, "floor (softmax + its uniforms)",
          f"; {stgs_ms / softmax_ms:.2f}x softmax")
     for name in _DETERMINISTIC:
-      _row(batch, name, _median_ms(_named(name), *args, repeats=repeats_small), stgs_ms, "st_gs")
+      _row(batch, name, median_ms(_named(name), *args, repeats=repeats_small), stgs_ms, "st_gs")
     for k in map(int, _KS.value):
       # Seconds-long CPU rows get fewer repeats; accelerator rows are fast.
       k_repeats = max(3, repeats // (1 + k // 100)) if jax.default_backend() == "cpu" else repeats
       fn = _named(f"gr_mc{k}")
-      gr_ms = _median_ms(fn, *args, repeats=k_repeats)
-      rng_ms = _median_ms(_rng_floor(logits.size * k), key, repeats=k_repeats)
-      vmap_ms = _median_ms(_vmapped_gumbel_rao(k), *args, repeats=k_repeats)
+      gr_ms = median_ms(fn, *args, repeats=k_repeats)
+      rng_ms = median_ms(_rng_floor(logits.size * k), key, repeats=k_repeats)
+      vmap_ms = median_ms(_vmapped_gumbel_rao(k), *args, repeats=k_repeats)
       peak[(batch, f"gr_mc{k}")] = _peak_bytes(fn, *args)
       _row(batch, f"gr_mc{k}", gr_ms, rng_ms, "RNG floor",
            f"; {gr_ms / vmap_ms:.2f}x the vmap-over-K form ({vmap_ms:.3f} ms)")
       fn = _named(f"gr_qmc{k}")
-      qmc_ms = _median_ms(fn, *args, repeats=k_repeats)
+      qmc_ms = median_ms(fn, *args, repeats=k_repeats)
       peak[(batch, f"gr_qmc{k}")] = _peak_bytes(fn, *args)
       _row(batch, f"gr_qmc{k}", qmc_ms, gr_ms, f"gr_mc{k}")
   if _CHUNK_SWEEP.value:
@@ -160,7 +147,7 @@ def main(argv):
       args = (logits, key, jax.random.normal(jax.random.key(1), logits.shape))
       for log2 in (18, 20, 22, 24, 26):
         estimators.CHUNK_ELEMENTS[backend] = 2**log2
-        ms = _median_ms(_named("gr_mc1000"), *args, repeats=repeats)
+        ms = median_ms(_named("gr_mc1000"), *args, repeats=repeats)
         print(f"  B={batch:<4} chunk 2^{log2}: {ms:9.3f} ms")
     estimators.CHUNK_ELEMENTS[backend] = default
   print("\npeak memory of the jitted forward+backward (XLA buffer assignment):")

@@ -24,7 +24,8 @@ MSE x time (lower is better). REINFORCE on the small problems uses the exact
 mean loss as its baseline; in the VAE, the checkpoint's running-mean baseline.
 
 Writes ``--out_dir``/estimator_comparison.{json,md} and a figure of MSE against
-time (one point per estimator, VAE encoder gradient).
+time (one point per estimator, VAE encoder gradient). The JSON is written after
+every small-problem row, and a rerun with the same flags reuses those rows.
 
   python scripts/compare_estimators.py --vae_workdir=runs/vae16_stgs_10k \
       --data_dir=../shared/data/binarized_mnist --out_dir=docs
@@ -34,8 +35,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +42,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import app, flags
 from ml_collections import ConfigDict
+from timing import median_ms
 
 from configs import vae_16ary
 from experiments import vae as vae_experiment
@@ -134,16 +134,6 @@ def _vae_trainer(config: ConfigDict, name: str, tau: float, draws: int, referenc
   return vae_experiment.Trainer(config, estimators.get(name))
 
 
-def _median_ms(fn, *args, repeats=20):
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(1e3 * (time.perf_counter() - start))
-  return statistics.median(times)
-
-
 def _plot(path: pathlib.Path, rows, tau):
   import matplotlib
 
@@ -207,9 +197,15 @@ def main(argv):
   results = {"device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})", "draws": _DRAWS.value,
              "taus": taus, "small": {}}
   key = jax.random.key(0)
+  saved_path = out / "estimator_comparison.json"
+  saved = json.loads(saved_path.read_text()) if saved_path.exists() else {}
   for p_index, (problem, (logits, loss)) in enumerate(_problems().items()):
     results["small"][problem] = {}
     for t_index, tau in enumerate(taus):
+      previous = saved.get("small", {}).get(problem, {}).get(str(tau))
+      if saved.get("draws") == _DRAWS.value and previous is not None and set(previous) == set(chosen):
+        results["small"][problem][str(tau)] = previous  # measured by an earlier, interrupted run
+        continue
       row = {}
       for e_index, (name, estimator) in enumerate(chosen.items()):
         draw_key = jax.random.fold_in(key, 10_000 * p_index + 100 * t_index + e_index)
@@ -218,12 +214,14 @@ def main(argv):
       results["small"][problem][str(tau)] = row
       print(problem, tau, {n: None if s is None else round(diagnostics.log10(s["mse"]), 2) for n, s in row.items()},
             flush=True)
+      saved_path.write_text(json.dumps({**saved, **results}, indent=1) + "\n")  # resumable
   if _VAE_WORKDIR.value:
     config, state, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
     vae_key = jax.random.key(1)
     baseline = state["baseline"].mean
     reference_trainer = _vae_trainer(config, "reinforce", 1.0, _VAE_DRAWS.value, _REFERENCE_DRAWS.value)
-    reference = reference_trainer.encoder_grad_stats(state["params"], x, jax.random.fold_in(vae_key, -1), baseline, True, 0)
+    reference = reference_trainer.encoder_grad_stats(state["params"], x, jax.random.fold_in(vae_key, 999_999), baseline,
+                                                     True, 0)
     reference_mean_variance = float(reference.trace_variance) / reference.num_draws
     vae = {"checkpoint_step": step, "draws": _VAE_DRAWS.value, "reference_draws": _REFERENCE_DRAWS.value,
            "ms": {}, "stats": {}}
@@ -236,7 +234,7 @@ def main(argv):
         vae["stats"][str(tau)][name] = _summary(stats, reference.mean, reference_mean_variance)
         if t_index == 0:
           grad = jax.jit(jax.grad(lambda p, k: trainer._loss(p, x, k, baseline, tau)[0]))
-          vae["ms"][name] = _median_ms(grad, state["params"], jax.random.key(2))
+          vae["ms"][name] = median_ms(grad, state["params"], jax.random.key(2), repeats=20)
         print("vae", tau, name, vae["stats"][str(tau)][name], vae["ms"][name], flush=True)
     results["vae"] = vae
     for tau in taus:

@@ -141,3 +141,18 @@ def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
   last = bad.stderr.strip().splitlines()[-1]
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
   assert last.startswith("error: ") and "exactly 0 or 1" in last and "'train'" in last
+
+
+def test_restart_with_another_config_is_refused_and_a_finished_run_is_not_redone(tmp_path):
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  lines = (tmp_path / "metrics.jsonl").read_text()
+  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "log_every=2")
+  assert "is finished (2 steps)" in again.stderr
+  assert (tmp_path / "metrics.jsonl").read_text() == lines  # no second final evaluation
+  other = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=1", "estimator=gr_mc10", "tau=0.3",
+                   check=False)
+  last = other.stderr.strip().splitlines()[-1]
+  assert other.returncode != 0 and "Traceback" not in other.stderr
+  assert last.startswith("error: --workdir") and "estimator (saved 'st_gs', now 'gr_mc10')" in last
+  assert "tau (saved 0.5, now 0.3)" in last and "num_steps (saved 2, now 1)" in last
+  assert json.loads((tmp_path / "config.json").read_text())["estimator"] == "st_gs"
