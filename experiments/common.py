@@ -7,10 +7,13 @@ step), TensorBoard events (when tensorboardX is installed), ``checkpoints/``
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging as python_logging
 import math
 import os
 import pathlib
+import signal
 import time
 from typing import Any, Iterable
 
@@ -217,6 +220,13 @@ class Checkpointer:
         ),
     )
 
+  @property
+  def directory(self) -> pathlib.Path:
+    return pathlib.Path(self._manager.directory)
+
+  def all_steps(self) -> list[int]:
+    return list(self._manager.all_steps())
+
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
 
@@ -247,6 +257,36 @@ def _as_json(value: Any) -> Any:
   return json.loads(json.dumps(value))
 
 
+_LOCKS: dict[pathlib.Path, Any] = {}
+
+
+def lock_workdir(path: pathlib.Path) -> None:
+  """Takes an exclusive lock on ``path/.lock`` for the rest of this process.
+
+  The operating system releases it when the process ends, however it ends, so
+  a lock left by a dead run never blocks. A second run on the same workdir is
+  refused with one line.
+  """
+  path = path.resolve()
+  if path in _LOCKS:
+    return
+  handle = open(path / ".lock", "a+")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    handle.seek(0)
+    holder = handle.read().strip() or "another process"
+    handle.close()
+    raise ConfigError(
+        f"--workdir {path} is in use by another run ({holder}); wait for it to end or use another --workdir."
+    ) from None
+  handle.seek(0)
+  handle.truncate()
+  handle.write(f"pid {os.getpid()}")
+  handle.flush()
+  _LOCKS[path] = handle
+
+
 def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 
@@ -256,6 +296,7 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   """
   path = pathlib.Path(workdir)
   path.mkdir(parents=True, exist_ok=True)
+  lock_workdir(path)
   saved_path = path / "config.json"
   new = _as_json(config.to_dict())
   if saved_path.exists():
@@ -289,22 +330,117 @@ def finished_results(path: pathlib.Path, steps: int) -> dict | None:
   return results
 
 
+class _OnlyOwnRecords(python_logging.Filter):
+  """Drops other libraries' log records (orbax's tracebacks while a checkpoint fails to restore)."""
+
+  def filter(self, record: python_logging.LogRecord) -> bool:
+    return record.pathname == __file__
+
+
+def _restore_latest_good(path: pathlib.Path, template: Any) -> tuple[Checkpointer, Any, int]:
+  """A checkpointer and the newest checkpoint that restores, with its step.
+
+  A checkpoint that does not restore is moved to ``path/damaged_checkpoints/``
+  (kept, not deleted) with a warning line, and the next older one is tried,
+  each with a fresh orbax manager (a failed restore leaves a manager confused).
+
+  Raises:
+    ConfigError: there were checkpoints and none restores (one line).
+  """
+  quiet = _OnlyOwnRecords()
+  skipped = []
+  while True:
+    checkpointer = Checkpointer(path)
+    step = checkpointer.latest_step()
+    if step is None and skipped:
+      checkpointer.close()
+      raise ConfigError(
+          f"none of the checkpoints {skipped} in {path / 'checkpoints'} restores (see the lines above;"
+          f" they are kept in {path / 'damaged_checkpoints'}); run again to start from step 0."
+      )
+    if step is None:
+      return checkpointer, template, 0
+    logging.get_absl_handler().addFilter(quiet)
+    try:
+      return checkpointer, checkpointer.restore(step, template), step
+    except Exception as e:  # orbax raises many kinds for damaged files
+      reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+      checkpointer.close()
+      aside = path / "damaged_checkpoints" / f"{step}-{int(time.time())}"
+      aside.parent.mkdir(exist_ok=True)
+      os.replace(checkpointer.directory / str(step), aside)
+      skipped.append(step)
+      logging.get_absl_handler().removeFilter(quiet)
+      logging.warning("skipping the checkpoint at step %d, which does not restore (%s: %s); moved to %s",
+                      step, type(e).__name__, reason, aside)
+    finally:
+      logging.get_absl_handler().removeFilter(quiet)
+
+
 def start_or_resume(path: pathlib.Path, init_state: Any) -> tuple[Checkpointer, MetricsWriter, Any, int]:
   """The workdir's checkpointer and metrics writer, the state to train from, and its step.
 
-  The state is the latest checkpoint's (restored into the structure of
-  ``init_state``), else ``init_state`` at step 0. Metrics logged after that
-  step by an interrupted run are dropped: the resumed run logs them again.
+  The state is the newest checkpoint that restores (restored into the
+  structure of ``init_state``; damaged ones are moved aside with a warning),
+  else ``init_state`` at step 0. Metrics logged after that step by an interrupted
+  run are dropped: the resumed run logs them again.
   """
-  checkpointer = Checkpointer(path)
+  checkpointer, state, start = _restore_latest_good(path, init_state)
   writer = MetricsWriter(path)
-  start = checkpointer.latest_step() or 0
-  state = init_state
   if start:
-    state = checkpointer.restore(start, init_state)
     logging.info("resumed from the checkpoint at step %d", start)
+  else:
+    logging.info("starting a new run in %s", path)
   writer.truncate_after(start)
   return checkpointer, writer, state, start
+
+
+class Interrupted(Exception):
+  """Training stopped on SIGINT or SIGTERM after saving a checkpoint."""
+
+  def __init__(self, signum: int, step: int):
+    super().__init__(
+        f"stopped by {signal.Signals(signum).name} at step {step}; the checkpoint of that step is"
+        " saved. Run the same command again to resume."
+    )
+    self.signum = signum
+
+
+class StopSignals:
+  """Turns SIGINT and SIGTERM (what batch schedulers send before preemption) into a flag.
+
+  The training loop checks ``requested`` between steps, saves a checkpoint and
+  raises :class:`Interrupted`; a second signal while saving is not lost.
+  """
+
+  def __init__(self):
+    self.signum = None
+    self._previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+      try:
+        self._previous[signum] = signal.signal(signum, self._handle)
+      except ValueError:  # not the main thread: leave the default handlers
+        pass
+
+  def _handle(self, signum, frame):
+    del frame
+    self.signum = signum
+
+  @property
+  def requested(self) -> bool:
+    return self.signum is not None
+
+  def stop(self, checkpointer: Checkpointer, writer: MetricsWriter, step: int, state: Any) -> None:
+    """Saves ``state`` at ``step``, closes the outputs and raises Interrupted."""
+    checkpointer.save(step, state)
+    writer.close()
+    checkpointer.close()
+    self.restore()
+    raise Interrupted(self.signum, step)
+
+  def restore(self) -> None:
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
 
 
 class ProgressLogger:

@@ -168,6 +168,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   if finished is not None:
     return finished
   trainer = Trainer(config, estimator)
+  stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
   checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
   train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
   progress = common.ProgressLogger(start, num_steps)
@@ -177,6 +178,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
                len(train.labels), len(encoded["valid"].labels), len(encoded["test"].labels),
                config.max_length, num_steps)
   for step in range(start + 1, num_steps + 1):
+    if stop.requested:
+      stop.stop(checkpointer, writer, step - 1, state)
     rows = batches.indices(step - 1)
     state, loss, accuracy = trainer.train_step(
         state, train.tokens[rows], train.lengths[rows], train.labels[rows], jax.random.fold_in(train_key, step),
@@ -203,6 +206,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       checkpointer.save(step, state)
     elif config.checkpoint_every and step % config.checkpoint_every == 0:
       checkpointer.save(step, state)
+  stop.restore()  # Ctrl-C during the final evaluation stops at once
   if diverged_at is None:
     checkpointer.save(num_steps, state)
   results = {

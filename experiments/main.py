@@ -56,6 +56,18 @@ def main(argv):
   except (common.ConfigError, FileNotFoundError, mnist.InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")
+  except OSError as e:  # a workdir that cannot be written, a full disk
+    logging.flush()
+    sys.exit(f"error: cannot write the run's files in --workdir {_WORKDIR.value}: {e}")
+  except common.Interrupted as e:
+    logging.flush()
+    print(f"interrupted: {e}", file=sys.stderr)
+    sys.exit(128 + e.signum)
+  except KeyboardInterrupt:
+    logging.flush()
+    print("interrupted: what the run has saved is kept (after training, the trained model's"
+          " checkpoint); run the same command again to resume.", file=sys.stderr)
+    sys.exit(130)
 
 
 def _config_fields(argv) -> list[str]:

@@ -168,6 +168,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     return finished
   trainer = Trainer(config, estimator)
   batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
+  stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
   checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
   root_key = jax.random.key(config.seed)
   train_key, eval_key, variance_key, final_key = (jax.random.fold_in(root_key, i) for i in range(1, 5))
@@ -177,6 +178,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
   progress = common.ProgressLogger(start, config.num_steps)
   for step in range(start + 1, config.num_steps + 1):
+    if stop.requested:
+      stop.stop(checkpointer, writer, step - 1, state)
     x = jnp.asarray(data["train"][batches.indices(step - 1)], jnp.float32)
     state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step), step)
     if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
@@ -201,6 +204,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       logging.info("step %d valid nll (M=%d) %.3f", step, config.periodic_eval_samples, nll)
     if config.checkpoint_every and step % config.checkpoint_every == 0:
       checkpointer.save(step, state)
+  stop.restore()  # Ctrl-C during the final evaluation stops at once
   checkpointer.save(config.num_steps, state)
   t0 = time.perf_counter()
   results = {

@@ -1,6 +1,11 @@
 """Integration tests of experiments/vae.py through the real CLI on synthetic data."""
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -9,7 +14,7 @@ import pytest
 
 from configs import vae_16ary
 from experiments import common, vae
-from tests.cli import run_main
+from tests.cli import ROOT, run_main
 
 TINY = (
     "dataset=synthetic",
@@ -156,3 +161,75 @@ def test_restart_with_another_config_is_refused_and_a_finished_run_is_not_redone
   assert last.startswith("error: --workdir") and "estimator (saved 'st_gs', now 'gr_mc10')" in last
   assert "tau (saved 0.5, now 0.3)" in last and "num_steps (saved 2, now 1)" in last
   assert json.loads((tmp_path / "config.json").read_text())["estimator"] == "st_gs"
+
+
+def _start(workdir, *overrides):
+  command = [sys.executable, "-m", "experiments.main", f"--config={ROOT / 'configs/vae_16ary.py'}",
+             f"--workdir={workdir}"] + [f"--config.{o}" for o in overrides]
+  return subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigterm_saves_a_checkpoint_and_the_run_resumes(tmp_path):
+  """SIGTERM (a scheduler's preemption) mid-training: one line, exit 143, a checkpoint
+  at the step reached (none was due before step 10,000), and the next start resumes there
+  (and stops the same way on Ctrl-C)."""
+  long_run = (*TINY, "num_steps=100000", "checkpoint_every=10000", "log_every=5", "eval_every=0",
+              "variance_every=0", "mse_every=0", "estimator=st_gs")
+  process = _start(tmp_path, *long_run)
+  for line in process.stderr:
+    if "step 10/" in line:
+      break
+  process.send_signal(signal.SIGTERM)
+  rest = process.stderr.read()
+  assert process.wait(timeout=120) == 128 + signal.SIGTERM
+  last = rest.strip().splitlines()[-1]
+  assert last.startswith("interrupted: stopped by SIGTERM at step ") and "Traceback" not in rest
+  step = int(last.split("at step ")[1].split(";")[0])
+  assert step >= 10 and (tmp_path / "checkpoints" / str(step)).is_dir()
+  resumed = _start(tmp_path, *long_run)
+  for line in resumed.stderr:
+    if "resumed from the checkpoint" in line:
+      break
+  assert f"resumed from the checkpoint at step {step}" in line
+  resumed.send_signal(signal.SIGINT)  # Ctrl-C
+  rest = resumed.stderr.read()
+  assert resumed.wait(timeout=120) == 128 + signal.SIGINT
+  assert rest.strip().splitlines()[-1].startswith("interrupted: stopped by SIGINT at step ")
+
+
+def test_second_run_on_a_workdir_is_refused(tmp_path):
+  common.lock_workdir(tmp_path)  # this test process holds the workdir
+  other = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", check=False)
+  last = other.stderr.strip().splitlines()[-1]
+  assert other.returncode != 0 and "Traceback" not in other.stderr
+  assert last == f"error: --workdir {tmp_path.resolve()} is in use by another run (pid {os.getpid()}); wait" \
+      " for it to end or use another --workdir."
+
+
+def test_unwritable_workdir_is_one_line(tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  result = run_main("configs/vae_16ary.py", blocker / "run", *TINY, "num_steps=2", check=False)
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode != 0 and "Traceback" not in result.stderr
+  assert last.startswith(f"error: cannot write the run's files in --workdir {blocker / 'run'}")
+
+
+def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
+  shutil.rmtree(tmp_path / "checkpoints" / "4" / "default")
+  (tmp_path / "results.json").unlink()
+  resumed = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
+  assert "skipping the checkpoint at step 4, which does not restore" in resumed.stderr
+  assert "resumed from the checkpoint at step 2" in resumed.stderr
+  assert resumed.stderr.count("Traceback") == 0
+  assert json.loads((tmp_path / "results.json").read_text())["steps"] == 4
+  assert (tmp_path / "checkpoints" / "4" / "default").is_dir()  # saved again by the resumed run
+  assert len(list((tmp_path / "damaged_checkpoints").iterdir())) == 1  # kept, not deleted
+  for step in (2, 4):  # nothing restores: one line
+    shutil.rmtree(tmp_path / "checkpoints" / str(step) / "default", ignore_errors=True)
+  (tmp_path / "results.json").unlink()
+  broken = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs", check=False)
+  last = broken.stderr.strip().splitlines()[-1]
+  assert broken.returncode != 0 and last.startswith("error: none of the checkpoints [4, 2]")
+  assert "Traceback" not in broken.stderr
