@@ -444,15 +444,24 @@ class StopSignals:
 
 
 class ProgressLogger:
-  """Logs step, steps/s since the start and the ETA."""
+  """Logs step, steps/s since the start and the ETA.
+
+  The rate is wall-clock steps per second since the start, so periodic work
+  (evaluations, variance measurements, checkpoints) is in the ETA; an estimate
+  of the final evaluation, when the experiment sets ``final_seconds``, is
+  added to it.
+  """
 
   def __init__(self, first_step: int, last_step: int):
     self.last_step = last_step
+    self.final_seconds = None
     self._t0, self._s0 = time.perf_counter(), first_step
 
   def log(self, step: int, **metrics: float) -> None:
     elapsed = time.perf_counter() - self._t0
     rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
     eta = (self.last_step - step) / rate if rate > 0 else float("nan")
+    final = f" (training {eta:.0f}s + final evaluation ~{self.final_seconds:.0f}s)" if self.final_seconds else ""
+    eta_total = eta + (self.final_seconds or 0.0)
     values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
-    logging.info("step %d/%d  %.1f steps/s  ETA %.0fs  %s", step, self.last_step, rate, eta, values)
+    logging.info("step %d/%d  %.1f steps/s  ETA %.0fs%s  %s", step, self.last_step, rate, eta_total, final, values)

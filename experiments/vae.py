@@ -81,6 +81,8 @@ def make_optimizer(config: ConfigDict) -> optax.GradientTransformation:
 class Trainer:
   """Pure, jitted functions of the parameters (a pure dict) for one config."""
 
+  report_every_seconds = 30.0
+
   def __init__(self, config: ConfigDict, estimator: estimators.Estimator):
     self.config, self.estimator = config, estimator
     model = make_model(config)
@@ -140,14 +142,26 @@ class Trainer:
     chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
     return diagnostics.gradient_stats(encoder_grad, key, draws, chunk_size=chunk)
 
-  def evaluate(self, params, images: np.ndarray, key, num_samples: int) -> float:
-    """Mean negative IWAE bound (nats) over ``images``, in eval batches."""
+  def evaluate(self, params, images: np.ndarray, key, num_samples: int, label: str = "") -> float:
+    """Mean negative IWAE bound (nats) over ``images``, in eval batches.
+
+    With a ``label``, a progress line (images done, rate, ETA) every
+    ``report_every_seconds`` (30).
+    """
     size = self.config.eval_batch_size
     total = 0.0
+    t0 = last_report = time.perf_counter()
     for start in range(0, len(images), size):
       x = jnp.asarray(images[start : start + size], jnp.float32)
       bounds = self.iwae(params, x, jax.random.fold_in(key, start), num_samples)
       total += float(jnp.sum(bounds))
+      now = time.perf_counter()
+      if label and now - last_report > self.report_every_seconds:
+        done = start + len(x)
+        rate = done / (now - t0)
+        logging.info("evaluating %s (M=%d): %d/%d images, %.1f images/s, ETA %.0fs",
+                     label, num_samples, done, len(images), rate, (len(images) - done) / rate)
+        last_report = now
     return -total / len(images)
 
 
@@ -199,17 +213,25 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         metrics["log10_grad_squared_bias"] = diagnostics.log10(stats.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
       writer.write(step, "train", **metrics)
     if config.eval_every and step % config.eval_every == 0 and step != config.num_steps:
+      t0 = time.perf_counter()
       nll = trainer.evaluate(state["params"], valid, jax.random.fold_in(eval_key, step), config.periodic_eval_samples)
+      # The IWAE cost is linear in images x M: extrapolate the final evaluation's.
+      seconds_per_unit = (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
+      progress.final_seconds = seconds_per_unit * (len(valid) + len(test)) * config.num_eval_samples
       writer.write(step, "valid", nll=nll, num_samples=config.periodic_eval_samples)
       logging.info("step %d valid nll (M=%d) %.3f", step, config.periodic_eval_samples, nll)
     if config.checkpoint_every and step % config.checkpoint_every == 0:
       checkpointer.save(step, state)
   stop.restore()  # Ctrl-C during the final evaluation stops at once
   checkpointer.save(config.num_steps, state)
+  logging.info("final evaluation: IWAE bound with M=%d on %d valid and %d test images",
+               config.num_eval_samples, len(valid), len(test))
   t0 = time.perf_counter()
   results = {
-      "valid_nll": trainer.evaluate(state["params"], valid, jax.random.fold_in(final_key, 0), config.num_eval_samples),
-      "test_nll": trainer.evaluate(state["params"], test, jax.random.fold_in(final_key, 1), config.num_eval_samples),
+      "valid_nll": trainer.evaluate(state["params"], valid, jax.random.fold_in(final_key, 0), config.num_eval_samples,
+                                    "valid"),
+      "test_nll": trainer.evaluate(state["params"], test, jax.random.fold_in(final_key, 1), config.num_eval_samples,
+                                   "test"),
   }
   eval_seconds = time.perf_counter() - t0
   for split in ("valid", "test"):

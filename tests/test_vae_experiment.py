@@ -233,3 +233,17 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
   last = broken.stderr.strip().splitlines()[-1]
   assert broken.returncode != 0 and last.startswith("error: none of the checkpoints [4, 2]")
   assert "Traceback" not in broken.stderr
+
+
+def test_long_evaluations_report_progress(caplog):
+  config = vae_16ary.get_config()
+  config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
+  config.eval_batch_size = 10
+  trainer = vae.Trainer(config, vae.validate(config))
+  trainer.report_every_seconds = 0.0
+  images = vae.load_data(config)["test"][:40]
+  with caplog.at_level("INFO"):
+    nll = trainer.evaluate(trainer.init_params, images, jax.random.key(0), 3, "test")
+  lines = [r.getMessage() for r in caplog.records if "evaluating test" in r.getMessage()]
+  assert np.isfinite(nll) and len(lines) == 4
+  assert lines[-1].startswith("evaluating test (M=3): 40/40 images,") and "ETA 0s" in lines[-1]
