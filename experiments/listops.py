@@ -11,6 +11,7 @@ reported result (model selection on validation only).
 
 from __future__ import annotations
 
+import hashlib
 import pathlib
 
 import jax
@@ -52,8 +53,10 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str
       )
     return path.read_text().splitlines()
   exclude = listops.expressions(test_path) if test_path else set()
+  # The cache key names the file whose expressions were excluded (by content).
+  excluded = hashlib.sha256(test_path.read_bytes()).hexdigest()[:12] if test_path else "none"
   cache = pathlib.Path(config.cache_dir).expanduser() / (
-      f"train_n{config.num_train_examples}_seed{config.data_seed}.tsv"
+      f"train_n{config.num_train_examples}_seed{config.data_seed}_excluding{excluded}.tsv"
   )
   if cache.is_file():
     return cache.read_text().splitlines()
@@ -86,8 +89,12 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
         )
     splits = {split: path.read_text().splitlines() for split, path in paths.items()}
     splits["train"] = _train_lines(config, paths["test"])
+    sources = {**{split: str(path) for split, path in paths.items()},
+               "train": config.train_file or "the generated training data"}
+  if config.dataset == "synthetic":
+    sources = {split: f"generated {split} data" for split in splits}
   data = {
-      split: listops.subset([listops.parse_line(l) for l in lines if l.strip()], config.max_length)
+      split: listops.subset(listops.parse_lines(lines, sources[split]), config.max_length)
       for split, lines in splits.items()
   }
   common.require_batch_fits(config, len(data["train"]), f"training examples of length <= {config.max_length}")
@@ -123,8 +130,9 @@ class Trainer:
     return {
         "params": self.init_params,
         "opt_state": self.optimizer.init(self.init_params),
-        # Model selection so far: best validation accuracy, its epoch and test accuracy.
-        "best": {"valid": jnp.asarray(-1.0), "test": jnp.asarray(0.0), "epoch": jnp.asarray(0)},
+        # Model selection so far: the best validation epoch and its correct counts
+        # (integers: accuracies are exact fractions of the splits).
+        "best": {"valid": jnp.asarray(-1), "test": jnp.asarray(0), "epoch": jnp.asarray(0)},
     }
 
   def _loss(self, params, tokens, lengths, labels, key, tau):
@@ -145,8 +153,8 @@ class Trainer:
     logits = nnx.merge(self.graphdef, params)(tokens, lengths, jax.random.key(0))
     return jnp.argmax(logits, -1)
 
-  def accuracy(self, params, batch: listops.Batch) -> float:
-    """Greedy-parse accuracy over a split, in fixed-size (padded) eval batches."""
+  def correct(self, params, batch: listops.Batch) -> int:
+    """Greedy parses classified correctly over a split, in fixed-size (padded) eval batches."""
     size = self.config.eval_batch_size
     correct = 0
     for start in range(0, len(batch.labels), size):
@@ -154,7 +162,7 @@ class Trainer:
       predictions = np.asarray(self.predict(params, batch.tokens[rows], batch.lengths[rows]))
       count = min(size, len(batch.labels) - start)
       correct += int(np.sum(predictions[:count] == batch.labels[rows][:count]))
-    return correct / len(batch.labels)
+    return correct
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
@@ -173,6 +181,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
   progress = common.ProgressLogger(start, num_steps)
   train = encoded["train"]
+  num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
   diverged_at = None
   logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps",
                len(train.labels), len(encoded["valid"].labels), len(encoded["test"].labels),
@@ -196,22 +205,27 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         logging.error("training diverged (loss %s) by step %d; stopping. Lower"
                       " --config.learning_rate or set --config.grad_clip_norm.", float(loss), step)
         break
-      valid_acc = trainer.accuracy(state["params"], encoded["valid"])
-      test_acc = trainer.accuracy(state["params"], encoded["test"])
+      valid_correct = trainer.correct(state["params"], encoded["valid"])
+      test_correct = trainer.correct(state["params"], encoded["test"])
+      valid_acc, test_acc = valid_correct / num_valid, test_correct / num_test
       writer.write(step, "valid", accuracy=valid_acc, epoch=epoch)
       writer.write(step, "test", accuracy=test_acc, epoch=epoch)
       logging.info("epoch %d: valid %.4f test %.4f", epoch, valid_acc, test_acc)
-      if valid_acc > float(state["best"]["valid"]):
-        state["best"] = {"valid": jnp.asarray(valid_acc), "test": jnp.asarray(test_acc), "epoch": jnp.asarray(epoch)}
+      if valid_correct > int(state["best"]["valid"]):
+        state["best"] = {"valid": jnp.asarray(valid_correct), "test": jnp.asarray(test_correct),
+                         "epoch": jnp.asarray(epoch)}
       checkpointer.save(step, state)
     elif config.checkpoint_every and step % config.checkpoint_every == 0:
       checkpointer.save(step, state)
   stop.restore()  # Ctrl-C during the final evaluation stops at once
   if diverged_at is None:
     checkpointer.save(num_steps, state)
+  best_valid, best_test = max(0, int(state["best"]["valid"])), int(state["best"]["test"])
   results = {
-      "valid_accuracy": float(state["best"]["valid"]),
-      "test_accuracy": float(state["best"]["test"]),
+      "valid_accuracy": best_valid / num_valid,
+      "test_accuracy": best_test / num_test,
+      "valid_correct": f"{best_valid}/{num_valid}",
+      "test_correct": f"{best_test}/{num_test}",
       "best_epoch": int(state["best"]["epoch"]),
       "steps": num_steps,
       "estimator": config.estimator,
@@ -222,7 +236,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "learning_rate": config.learning_rate,
       "max_length": config.max_length,
       "seed": config.seed,
-      "num_train_examples": len(train.labels),
+      "num_train_examples_requested": config.num_train_examples,
+      "num_train_examples": len(train.labels),  # kept: length <= max_length
       "diverged_at_step": diverged_at,
   }
   common.write_json_atomic(path / "results.json", results)

@@ -18,7 +18,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from experiments import common, listops, toy_qp, vae
-from gr_jax.data import mnist
+from gr_jax.data import InvalidDataError
 
 EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
 
@@ -53,7 +53,7 @@ def main(argv):
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
   try:
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
-  except (common.ConfigError, FileNotFoundError, mnist.InvalidDataError) as e:
+  except (common.ConfigError, FileNotFoundError, InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")
   except OSError as e:  # a workdir that cannot be written, a full disk

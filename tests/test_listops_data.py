@@ -1,11 +1,14 @@
 """Tests of gr_jax.data.listops: semantics, the bracketed format, generation, batching."""
 
+import pathlib
 import random
 
 import numpy as np
 import pytest
 
-from gr_jax.data import listops
+from gr_jax.data import InvalidDataError, listops
+
+SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "listops"
 
 
 @pytest.mark.parametrize(
@@ -100,3 +103,38 @@ def test_encode_pads_and_masks():
   assert listops.subset(examples, 2) == [examples[1]]
   with pytest.raises(ValueError, match="max_length"):
     listops.encode(examples, max_length=3)
+
+
+@pytest.mark.parametrize(
+    "line, what",
+    [
+        ("3 [MAX 3 1 ]", "one tab"),
+        ("3\t[MAX 3 1 ]\textra", "one tab"),
+        ("x\t[MAX 3 1 ]", "label must be an integer in 0..9, got 'x'"),
+        ("12\t[MAX 3 1 ]", "label must be an integer in 0..9, got '12'"),
+        ("-1\t[MAX 3 1 ]", "label must be an integer in 0..9, got '-1'"),
+        ("3\t[MAX 3 one ]", "unknown tokens ['one']"),
+        ("3\t( ( ) )", "the expression is empty"),
+        ("3\t[MAX 3 1", "malformed: 1 operator(s) not closed"),
+        ("3\t[MAX 3 1 ] ]", "malformed: a ']' closes no operator"),
+        ("3\t[MAX ]", "malformed: an operator has no arguments"),
+        ("3\t3 4", "malformed: 2 top-level expressions"),
+        ("4\t[MAX 3 1 ]", "the label 4 disagrees with the expression's value 3"),
+    ],
+)
+def test_bad_lines_name_the_file_the_line_and_the_problem(tmp_path, line, what):
+  path = tmp_path / "bad.tsv"
+  path.write_text("0\t[MIN 6 3 5 0 ]\n\n" + line + "\n")
+  with pytest.raises(InvalidDataError) as info:
+    listops.load_tsv(path)
+  message = str(info.value)
+  assert message.startswith(f"{path}:3: ") and what in message, message
+
+
+def test_the_shared_evaluation_files_pass_the_checks():
+  """Our evaluator agrees with every label of the released files, when they are here."""
+  for name, count in (("test_d20s.tsv", 10_000), ("valid_d20s_1k.tsv", 1_000)):
+    path = SHARED / name
+    if not path.is_file():
+      pytest.skip(f"{path} is not on this machine (it is not part of the repository)")
+    assert len(listops.load_tsv(path)) == count

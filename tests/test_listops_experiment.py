@@ -6,7 +6,8 @@ import math
 import pytest
 
 from configs import listops_L10
-from experiments import common, listops
+from experiments import common, listops as listops_experiment
+from gr_jax.data import listops
 from tests.cli import run_main
 
 TINY = (
@@ -24,8 +25,12 @@ TINY = (
 def test_tiny_run_writes_outputs(tmp_path):
   run_main("configs/listops_L10.py", tmp_path, *TINY, "num_epochs=2", "estimator=gr_mc10", "tau=0.01")
   results = json.loads((tmp_path / "results.json").read_text())
-  for key in ("valid_accuracy", "test_accuracy", "best_epoch", "estimator", "tau", "batch_size", "seed"):
+  for key in ("valid_accuracy", "test_accuracy", "best_epoch", "estimator", "tau", "batch_size", "seed",
+              "num_train_examples_requested", "num_train_examples"):
     assert key in results
+  correct, total = map(int, results["test_correct"].split("/"))
+  assert results["test_accuracy"] == correct / total  # exact, not float32-rounded
+  assert results["num_train_examples_requested"] == 80 >= results["num_train_examples"]
   assert 1 <= results["best_epoch"] <= 2 and 0 <= results["test_accuracy"] <= 1
   records = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert {r["split"] for r in records} == {"train", "valid", "test"}
@@ -77,10 +82,23 @@ def test_bad_config_values_name_the_field(tmp_path, field, value):
   config.num_train_examples = 80
   config[field] = value
   with pytest.raises(common.ConfigError, match=f"config\\.{field}"):
-    listops.train_and_evaluate(config, str(tmp_path))
+    listops_experiment.train_and_evaluate(config, str(tmp_path))
 
 
 def test_missing_data_is_a_one_line_error(tmp_path):
   result = run_main("configs/listops_L10.py", tmp_path, f"data_dir={tmp_path}", check=False)
   last = result.stderr.strip().splitlines()[-1]
   assert result.returncode != 0 and last.startswith("error: ListOps") and "data_dir" in last
+
+
+def test_a_bad_line_in_an_evaluation_file_is_one_line(tmp_path):
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  good = listops.generate(40, 5)
+  (data_dir / "test_d20s.tsv").write_text("\n".join(good[:20]) + "\n")
+  (data_dir / "valid_d20s_1k.tsv").write_text("\n".join(good[20:25] + ["12\t[MAX 3 1 ]"] + good[25:]) + "\n")
+  result = run_main("configs/listops_L10.py", tmp_path / "run", f"data_dir={data_dir}", "num_train_examples=80",
+                    f"cache_dir={tmp_path / 'cache'}", check=False)
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode != 0 and "Traceback" not in result.stderr
+  assert last.startswith(f"error: {data_dir / 'valid_d20s_1k.tsv'}:6: the label must be an integer in 0..9")

@@ -21,6 +21,8 @@ from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
+from gr_jax.data import InvalidDataError
+
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 CLOSE = "]"
 DIGITS = tuple(str(d) for d in range(10))
@@ -40,22 +42,77 @@ class Example(NamedTuple):
   tokens: tuple[str, ...]
 
 
-def parse_line(line: str) -> Example:
-  """``"label<TAB>bracketed expression"`` -> Example(label, tokens without parentheses)."""
-  try:
-    label, expression = line.rstrip("\n").split("\t")
-  except ValueError:
-    raise ValueError(f"a ListOps line is 'label<TAB>expression'; got {line!r}") from None
+def _check_structure(tokens: Sequence[str]) -> str | None:
+  """What is wrong with a prefix expression (None if it is one well-formed expression)."""
+  open_counts: list[int] = []  # arguments so far of each open operator
+  roots = 0
+  for token in tokens:
+    if token in OPERATORS:
+      open_counts.append(0)
+      continue
+    if token == CLOSE:
+      if not open_counts:
+        return "a ']' closes no operator"
+      if open_counts.pop() == 0:
+        return "an operator has no arguments"
+    if open_counts:
+      open_counts[-1] += 1
+    else:
+      roots += 1
+  if open_counts:
+    return f"{len(open_counts)} operator(s) not closed by ']'"
+  if roots != 1:
+    return f"{roots} top-level expressions instead of one"
+  return None
+
+
+def parse_line(line: str, where: str = "") -> Example:
+  """``"label<TAB>bracketed expression"`` -> Example(label, tokens without parentheses).
+
+  The line is checked: one tab, a label in 0..9, known tokens, one well-formed
+  expression, and a label equal to the expression's value (our evaluator).
+
+  Args:
+    line: one line of a ListOps TSV file.
+    where: ``"file:line"`` for the error message.
+
+  Raises:
+    InvalidDataError: naming ``where`` and what is wrong.
+  """
+  prefix = f"{where}: " if where else ""
+
+  def bad(what):
+    return InvalidDataError(f"{prefix}{what}; the line is {line.rstrip()[:120]!r}")
+
+  fields = line.rstrip("\n").split("\t")
+  if len(fields) != 2:
+    raise bad(f"a ListOps line is 'label<TAB>expression' (one tab), found {len(fields) - 1} tabs")
+  label, expression = fields
+  if not label.strip().isdigit() or not 0 <= int(label) < NUM_CLASSES:
+    raise bad(f"the label must be an integer in 0..{NUM_CLASSES - 1}, got {label!r}")
   tokens = tuple(t for t in expression.split() if t not in "()")
-  unknown = [t for t in tokens if t not in TOKEN_ID]
-  if unknown or not tokens:
-    raise ValueError(f"unknown tokens {unknown} in {line!r}")
+  unknown = sorted({t for t in tokens if t not in TOKEN_ID})
+  if unknown:
+    raise bad(f"unknown tokens {unknown} (known: {' '.join(VOCAB[1:])})")
+  if not tokens:
+    raise bad("the expression is empty")
+  problem = _check_structure(tokens)
+  if problem:
+    raise bad(f"the expression is malformed: {problem}")
+  value = evaluate_tokens(tokens)
+  if value != int(label):
+    raise bad(f"the label {int(label)} disagrees with the expression's value {value}")
   return Example(int(label), tokens)
+
+
+def parse_lines(lines: Sequence[str], source: str) -> list[Example]:
+  """Every non-blank line parsed and checked; errors name ``source`` and the line number."""
+  return [parse_line(line, f"{source}:{number}") for number, line in enumerate(lines, 1) if line.strip()]
 
 
 def load_tsv(path: str | pathlib.Path) -> list[Example]:
   with open(path) as f:
-    return [parse_line(line) for line in f if line.strip()]
+    return parse_lines(f.read().splitlines(), str(path))
 
 
 def apply_operator(operator: str, values: Sequence[int]) -> int:

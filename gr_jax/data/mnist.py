@@ -24,6 +24,8 @@ import urllib.request
 
 import numpy as np
 
+from gr_jax.data import InvalidDataError
+
 SPLITS = ("train", "valid", "test")
 NUM_PIXELS = 784
 NPZ_NAME = "binarized_mnist.npz"
@@ -36,10 +38,6 @@ DEFAULT_CACHE = pathlib.Path(os.path.expanduser("~/.cache/gr_jax/binarized_mnist
 
 class DataNotFoundError(FileNotFoundError):
   """The dataset is not in any of the places looked at."""
-
-
-class InvalidDataError(ValueError):
-  """A data file was found but holds something else than binarized MNIST."""
 
 
 def _amat_name(split: str) -> str:
