@@ -7,10 +7,11 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   """The VAE config for m = num_vars variables of the given arity (m log2 n = 240)."""
   config = ml_collections.ConfigDict()
   config.experiment = "vae"
-  # Data: a directory with binarized_mnist.npz or the .amat files; "" = the cache.
+  # Data: a directory with binarized_mnist.npz or the .amat files; "" = then
+  # $GR_JAX_DATA/binarized_mnist, the cache, and (download=True) a verified download.
   config.dataset = "binarized_mnist"  # or "synthetic" (tests)
   config.data_dir = ""
-  config.download = False
+  config.download = True
   # Model.
   config.arity = arity
   config.num_vars = num_vars

@@ -1,5 +1,11 @@
 """Tests of gr_jax.data.mnist: the three sources and the error when data is absent."""
 
+import functools
+import http.server
+import pathlib
+import socket
+import threading
+
 import numpy as np
 import pytest
 
@@ -66,3 +72,87 @@ def test_non_binary_amat_is_rejected(tmp_path):
     np.savetxt(tmp_path / f"binarized_mnist_{s}.amat", images * (0.5 if s == "test" else 1.0), fmt="%g")
   with pytest.raises(mnist.InvalidDataError, match="binarized_mnist_test.amat.*exactly 0 or 1"):
     mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")
+
+
+@pytest.fixture
+def http_server(tmp_path):
+  """A local HTTP server (loopback only) serving tmp_path/served; yields (directory, base URL)."""
+  served = tmp_path / "served"
+  served.mkdir()
+  handler = functools.partial(QuietHandler, directory=str(served))
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+  thread = threading.Thread(target=server.serve_forever, daemon=True)
+  thread.start()
+  yield served, f"http://127.0.0.1:{server.server_address[1]}"
+  server.shutdown()
+  server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+  def log_message(self, *args):
+    pass
+
+
+def _serve_amat(served, splits):
+  for s, images in splits.items():
+    np.savetxt(served / f"binarized_mnist_{s}.amat", images, fmt="%d")
+
+
+def test_download_verifies_caches_and_says_so(tmp_path, http_server, monkeypatch, caplog):
+  served, base = http_server
+  splits = _fake_splits(np.random.default_rng(4))
+  _serve_amat(served, splits)
+  monkeypatch.setattr(mnist, "EXPECTED", {s: (len(x), mnist.rows_digest(x)) for s, x in splits.items()})
+  url = base + "/binarized_mnist_{split}.amat"
+  with caplog.at_level("INFO"):
+    data = mnist.load(None, cache_dir=tmp_path / "cache", download=True, url=url)
+  for s in mnist.SPLITS:
+    np.testing.assert_array_equal(data[s], splits[s])
+  assert any("downloaded into" in r.getMessage() and "verified" in r.getMessage() for r in caplog.records)
+  for f in served.iterdir():  # the next load reads the cache, not the network
+    f.unlink()
+  again = mnist.load(None, cache_dir=tmp_path / "cache", download=True, url=url)
+  np.testing.assert_array_equal(again["test"], splits["test"])
+
+
+def test_download_that_fails_its_checksum_is_rejected_and_deleted(tmp_path, http_server, monkeypatch):
+  served, base = http_server
+  splits = _fake_splits(np.random.default_rng(5))
+  monkeypatch.setattr(mnist, "EXPECTED", {s: (len(x), mnist.rows_digest(x)) for s, x in splits.items()})
+  splits["valid"][0, 0] ^= 1  # one flipped pixel on the server
+  _serve_amat(served, splits)
+  with pytest.raises(mnist.InvalidDataError, match="split 'valid' fails its checksum"):
+    mnist.load(None, cache_dir=tmp_path / "cache", download=True, url=base + "/binarized_mnist_{split}.amat")
+  assert not list((tmp_path / "cache").glob("*.amat"))  # a later try downloads again
+
+
+def test_offline_download_is_one_clear_error(tmp_path, monkeypatch):
+  monkeypatch.delenv(mnist.DATA_ROOT_VARIABLE, raising=False)
+  with socket.socket() as s:  # a port with nothing listening
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  with pytest.raises(mnist.DataNotFoundError) as info:
+    mnist.load(str(tmp_path / "none"), cache_dir=tmp_path / "cache", download=True,
+               url=f"http://127.0.0.1:{port}/binarized_mnist_{{split}}.amat")
+  message = str(info.value)
+  assert "\n" not in message and "the download failed" in message and "GR_JAX_DATA" in message
+  assert str(tmp_path / "none") in message and str(tmp_path / "cache") in message
+
+
+def test_data_root_from_the_environment(tmp_path, monkeypatch):
+  splits = _fake_splits(np.random.default_rng(6))
+  (tmp_path / "root" / "binarized_mnist").mkdir(parents=True)
+  np.savez(tmp_path / "root" / "binarized_mnist" / mnist.NPZ_NAME, **splits)
+  monkeypatch.setenv(mnist.DATA_ROOT_VARIABLE, str(tmp_path / "root"))
+  data = mnist.load(None, cache_dir=tmp_path / "cache")
+  np.testing.assert_array_equal(data["train"], splits["train"])
+
+
+def test_expected_checksums_match_the_shared_copy():
+  """The digests in EXPECTED are those of the real data, when it is on this machine."""
+  path = pathlib.Path(__file__).resolve().parents[2] / "shared/data/binarized_mnist" / mnist.NPZ_NAME
+  if not path.is_file():
+    pytest.skip(f"{path} is not on this machine (it is not part of the repository)")
+  data = np.load(path)
+  for s, (count, digest) in mnist.EXPECTED.items():
+    assert len(data[s]) == count and mnist.rows_digest(data[s]) == digest

@@ -115,7 +115,7 @@ def test_cli_error_is_one_line(tmp_path):
 
 def test_missing_data_error(tmp_path):
   result = run_main(
-      "configs/vae_16ary.py", tmp_path, f"data_dir={tmp_path / 'none'}", check=False
+      "configs/vae_16ary.py", tmp_path, f"data_dir={tmp_path / 'none'}", "download=False", check=False
   )
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: binarized MNIST not found") and "--config.data_dir" in last
@@ -142,7 +142,7 @@ def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
   data_dir = tmp_path / "data"
   data_dir.mkdir()
   np.savez(data_dir / "binarized_mnist.npz", **{s: np.full((30, 784), 0.5, np.float32) for s in ("train", "valid", "test")})
-  bad = run_main("configs/vae_16ary.py", tmp_path / "b", f"data_dir={data_dir}", check=False)
+  bad = run_main("configs/vae_16ary.py", tmp_path / "b", f"data_dir={data_dir}", "download=False", check=False)
   last = bad.stderr.strip().splitlines()[-1]
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
   assert last.startswith("error: ") and "exactly 0 or 1" in last and "'train'" in last

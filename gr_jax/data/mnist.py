@@ -1,28 +1,35 @@
 """Binarized MNIST (the fixed binarization of Salakhutdinov & Murray 2008).
 
 Splits of Larochelle & Murray 2011: 50000 train, 10000 valid, 10000 test images
-of 784 binary pixels. :func:`load` looks in three places, in order:
+of 784 binary pixels. :func:`load` looks, in order, in
 
 1. ``data_dir``: ``binarized_mnist.npz`` (keys ``train``/``valid``/``test``,
-   uint8 0/1 of shape (N, 784)) or the three original
+   0/1 values of shape (N, 784)) or the three original
    ``binarized_mnist_{train,valid,test}.amat`` text files;
-2. ``cache_dir`` (default ``~/.cache/gr_jax/binarized_mnist``), the same files,
-   and, with ``download=True`` and a network, the original .amat files are
-   downloaded there (or tensorflow-datasets' ``binarized_mnist`` is used when
-   it is installed);
-3. ``synthetic=True``: a small random dataset for tests, needing no files.
+2. ``$GR_JAX_DATA/binarized_mnist`` (a data root, like the repository's
+   ``../shared/data``), the same files;
+3. ``cache_dir`` (default ``~/.cache/gr_jax/binarized_mnist``), the same files;
+4. with ``download=True`` (the configs' default): tensorflow-datasets'
+   ``binarized_mnist`` when it is installed, else the original .amat files,
+   downloaded into ``cache_dir`` and verified (split sizes and the sha256 of
+   the split's sorted, bit-packed rows, :data:`EXPECTED`) before use.
 
+Every file is checked: shape (N, 784) and every pixel exactly 0 or 1
+(:class:`~gr_jax.data.InvalidDataError`, naming the file, split and value).
 Nothing found raises :class:`DataNotFoundError` saying where it looked and how
-to provide the data.
+to provide the data. ``synthetic=True`` gives a small random dataset for tests.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
+import shutil
 import urllib.request
 
 import numpy as np
+from absl import logging
 
 from gr_jax.data import InvalidDataError
 
@@ -34,6 +41,16 @@ AMAT_URL = (
     "binarized_mnist_{split}.amat"
 )
 DEFAULT_CACHE = pathlib.Path(os.path.expanduser("~/.cache/gr_jax/binarized_mnist"))
+DOWNLOAD_TIMEOUT_SECONDS = 60  # per connection attempt or stalled read
+DATA_ROOT_VARIABLE = "GR_JAX_DATA"  # a directory holding binarized_mnist/ (and listops/)
+# Per split: the number of images and the sha256 of its rows, bit-packed
+# (np.packbits) and sorted, so that the check does not depend on row order or
+# file format; measured on the copy whose file sha256 is 7a049ae3...3514b.
+EXPECTED = {
+    "train": (50_000, "aae6de292e6b68d898acf52062a1ac62907fc7ab417c59582d6523a1da0f9a61"),
+    "valid": (10_000, "d10b4edf2e0765693846b51a5895f81f69fa37b6459b7f665bfa9c8cc9723622"),
+    "test": (10_000, "87ff96664646cc41575aeb3ae4fbbabc1475ca3d42be4659d7a829d9f22c845a"),
+}
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -74,14 +91,49 @@ def _check(images: np.ndarray, where: str) -> np.ndarray:
   return images.astype(np.uint8)
 
 
-def _download_amat(cache_dir: pathlib.Path) -> None:
+def rows_digest(images: np.ndarray) -> str:
+  """sha256 of the bit-packed rows in sorted order: a checksum independent of row order."""
+  packed = np.ascontiguousarray(np.packbits(images.astype(np.uint8), axis=1))
+  rows = np.sort(packed.view(np.dtype((np.void, packed.shape[1]))).ravel())
+  return hashlib.sha256(rows.tobytes()).hexdigest()
+
+
+def _verify(data: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
+  """Checks downloaded splits against EXPECTED (size, then checksum)."""
+  for split, (count, digest) in EXPECTED.items():
+    images = data[split]
+    if len(images) != count:
+      raise InvalidDataError(f"{source}: split {split!r} has {len(images)} images, expected {count}.")
+    got = rows_digest(images)
+    if got != digest:
+      raise InvalidDataError(f"{source}: split {split!r} fails its checksum (sha256 of the sorted rows"
+                             f" {got[:16]}..., expected {digest[:16]}...).")
+  return data
+
+
+def _download_amat(cache_dir: pathlib.Path, url: str) -> dict[str, np.ndarray]:
+  """Downloads the three .amat files into cache_dir, then loads and verifies them.
+
+  Files that fail the checks are deleted, so that the next try downloads again.
+  """
   cache_dir.mkdir(parents=True, exist_ok=True)
   for split in SPLITS:
     target = cache_dir / _amat_name(split)
     if not target.is_file():
+      logging.info("downloading %s into %s", url.format(split=split), cache_dir)
       partial = target.with_suffix(".part")
-      urllib.request.urlretrieve(AMAT_URL.format(split=split), partial)
+      with urllib.request.urlopen(url.format(split=split), timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+        with open(partial, "wb") as out:
+          shutil.copyfileobj(response, out)
       partial.rename(target)
+  try:
+    data = _verify(_from_dir(cache_dir), url.format(split="*"))
+  except InvalidDataError:
+    for split in SPLITS:
+      (cache_dir / _amat_name(split)).unlink(missing_ok=True)
+    raise
+  logging.info("binarized MNIST downloaded into %s and verified (sizes and checksums)", cache_dir)
+  return data
 
 
 def _from_tfds() -> dict[str, np.ndarray]:
@@ -111,6 +163,7 @@ def load(
     cache_dir: str | os.PathLike | None = None,
     download: bool = False,
     synthetic_data: bool = False,
+    url: str = AMAT_URL,
 ) -> dict[str, np.ndarray]:
   """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``.
 
@@ -119,15 +172,21 @@ def load(
     cache_dir: where downloads go (default ``~/.cache/gr_jax/binarized_mnist``).
     download: fetch the data when it is not found locally (needs a network).
     synthetic_data: return :func:`synthetic` data instead (for tests).
+    url: the .amat files' address, with ``{split}`` for the split name.
 
   Raises:
     DataNotFoundError: nothing found (the message lists where it looked).
+    InvalidDataError: a file holds something else (named in the message).
   """
   if synthetic_data:
     return synthetic()
   cache = pathlib.Path(cache_dir) if cache_dir else DEFAULT_CACHE
+  candidates = [pathlib.Path(data_dir)] if data_dir else []
+  if os.environ.get(DATA_ROOT_VARIABLE):
+    candidates.append(pathlib.Path(os.environ[DATA_ROOT_VARIABLE]) / "binarized_mnist")
+  candidates.append(cache)
   looked = []
-  for directory in ([pathlib.Path(data_dir)] if data_dir else []) + [cache]:
+  for directory in candidates:
     looked.append(str(directory))
     found = _from_dir(directory)
     if found is not None:
@@ -135,18 +194,21 @@ def load(
   errors = []
   if download:
     try:
-      return _from_tfds()
+      data = _verify(_from_tfds(), "tensorflow-datasets binarized_mnist")
+      logging.info("binarized MNIST loaded from tensorflow-datasets and verified")
+      return data
+    except ImportError:
+      pass  # not installed: the .amat files
     except Exception as e:  # noqa: BLE001 - fall back to the .amat download
       errors.append(f"tensorflow-datasets: {type(e).__name__}: {e}")
     try:
-      _download_amat(cache)
-      return _from_dir(cache)
+      return _download_amat(cache, url)
     except OSError as e:
-      errors.append(f"download of {AMAT_URL.format(split='*')}: {e}")
+      errors.append(f"{url.format(split='*')}: {getattr(e, 'reason', e)}")
   raise DataNotFoundError(
       f"binarized MNIST not found: looked for {NPZ_NAME} or "
       f"binarized_mnist_{{train,valid,test}}.amat in {', '.join(looked)}"
-      + (f"; download failed ({'; '.join(errors)})" if errors else "; download is off")
-      + ". Provide it with --config.data_dir=DIR (a directory holding those files), or set"
-      " --config.download=True on a machine with a network."
+      + (f"; the download failed ({'; '.join(errors)})" if errors else "; download is off")
+      + f". Point --config.data_dir (or the environment variable {DATA_ROOT_VARIABLE}, a directory"
+      " holding binarized_mnist/) at a local copy, or run with a network and --config.download=True."
   )
