@@ -7,6 +7,7 @@ step), TensorBoard events (when tensorboardX is installed), ``checkpoints/``
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging as python_logging
@@ -143,11 +144,30 @@ class EpochBatches:
     return self._perm[index * self.batch_size : (index + 1) * self.batch_size]
 
 
+@contextlib.contextmanager
+def atomic_path(path: pathlib.Path):
+  """Yields a temporary path beside ``path``; renames it onto ``path`` if the block succeeds.
+
+  A reader, or a crash, never sees a partial file: the rename is atomic. The
+  temporary name keeps the suffix (``x.tmp.npz`` for ``x.npz``) for writers
+  such as np.savez that add one.
+  """
+  tmp = path.with_name(f"{path.stem}.tmp{path.suffix}")
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  finally:
+    tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: pathlib.Path, text: str) -> None:
+  with atomic_path(path) as tmp:
+    tmp.write_text(text)
+
+
 def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
   """Writes JSON so that a reader (or a crash) never sees a partial file."""
-  tmp = path.with_suffix(path.suffix + ".tmp")
-  tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-  os.replace(tmp, path)
+  write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def _is_json(line: str) -> bool:
@@ -184,9 +204,7 @@ class MetricsWriter:
       logging.warning("dropping a partial last line of %s: %r", self.path, lines[-1][:80])
       lines.pop()
     kept = [line for line in lines if json.loads(line)["step"] <= step]
-    tmp = self.path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, self.path)
+    write_text_atomic(self.path, "".join(line + "\n" for line in kept))
     self._file = open(self.path, "a")
 
   def write(self, step: int, split: str, **metrics: float) -> None:

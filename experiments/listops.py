@@ -63,9 +63,7 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str
   logging.info("generating %d ListOps training examples (seed %d)", config.num_train_examples, config.data_seed)
   lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
   cache.parent.mkdir(parents=True, exist_ok=True)
-  tmp = cache.with_suffix(".tmp")
-  tmp.write_text("\n".join(lines) + "\n")
-  tmp.replace(cache)
+  common.write_text_atomic(cache, "\n".join(lines) + "\n")
   return lines
 
 

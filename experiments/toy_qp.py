@@ -170,9 +170,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
           np.asarray(fn(jax.random.split(jax.random.fold_in(key, 100 * index + e), len(points)), points_f32, tau), np.float64)
           for e, fn in enumerate(variance_fns)
       ]
-      tmp = path / f"variance_tau{tau}.tmp.npz"
-      np.savez(tmp, points=points, **dict(zip(names, maps[tau])))
-      tmp.replace(file)
+      with common.atomic_path(file) as tmp:
+        np.savez(tmp, points=points, **dict(zip(names, maps[tau])))
     difference = maps[tau][0] - maps[tau][1]
     summary[str(tau)] = {
         "fraction_lower": float(np.mean(difference > 0)),
@@ -198,6 +197,6 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "seed": config.seed,
   }
   common.write_json_atomic(path / "results.json", results)
-  (path / "optimization.json").write_text(json.dumps({k: v.tolist() for k, v in curves.items()}) + "\n")
+  common.write_json_atomic(path / "optimization.json", {k: v.tolist() for k, v in curves.items()})
   writer.close()
   return results

@@ -1,0 +1,100 @@
+"""Tests of experiments/common.py: batches, metrics, checkpoints, atomic files, config checks."""
+
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from ml_collections import ConfigDict
+
+from configs import listops_L10, vae_16ary
+from experiments import common
+
+
+def test_epoch_batches_are_permutations_fixed_by_seed_and_epoch():
+  batches = common.EpochBatches(num_examples=10, batch_size=3, seed=7)
+  assert batches.steps_per_epoch == 3  # the last partial batch is dropped
+  epoch0 = np.concatenate([batches.indices(s) for s in range(3)])
+  epoch1 = np.concatenate([batches.indices(s) for s in range(3, 6)])
+  assert len(set(epoch0)) == 9 and len(set(epoch1)) == 9 and not np.array_equal(epoch0, epoch1)
+  # Any step, asked in any order (a resumed run), gives the same batch.
+  np.testing.assert_array_equal(common.EpochBatches(10, 3, 7).indices(4), batches.indices(4))
+  assert not np.array_equal(common.EpochBatches(10, 3, 8).indices(0), batches.indices(0))
+
+
+def test_metrics_writer_appends_and_truncates(tmp_path):
+  writer = common.MetricsWriter(tmp_path)
+  for step in (1, 2, 3):
+    writer.write(step, "train", loss=float(step))
+  writer.truncate_after(2)
+  writer.write(3, "train", loss=30.0)
+  writer.close()
+  records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [(r["step"], r["loss"]) for r in records] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+
+
+def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
+  checkpointer = common.Checkpointer(tmp_path)
+  template = {"w": jnp.zeros(3), "step": jnp.asarray(0)}
+  for step in (1, 2, 3):
+    checkpointer.save(step, {"w": jnp.full(3, float(step)), "step": jnp.asarray(step)})
+  checkpointer.save(3, {"w": jnp.full(3, -1.0), "step": jnp.asarray(-1)})  # same step: kept as it was
+  assert checkpointer.all_steps() == [2, 3] and checkpointer.latest_step() == 3
+  restored = checkpointer.restore(3, template)
+  np.testing.assert_array_equal(restored["w"], [3.0, 3.0, 3.0])
+  checkpointer.close()
+
+
+def test_atomic_path_leaves_the_old_file_when_the_write_fails(tmp_path):
+  target = tmp_path / "results.json"
+  common.write_json_atomic(target, {"a": 1})
+  with pytest.raises(RuntimeError):
+    with common.atomic_path(target) as tmp:
+      tmp.write_text("partial")
+      raise RuntimeError("crash while writing")
+  assert json.loads(target.read_text()) == {"a": 1}
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_tau_schedule_exponential_decay_to_a_floor():
+  config = vae_16ary.get_config()
+  config.tau, config.tau_schedule, config.tau_min = 1.0, "exponential", 0.3
+  config.tau_decay_rate, config.tau_decay_every = 0.01, 10
+  schedule = common.tau_schedule(config)
+  for step in (0, 9, 10, 55, 200):
+    expected = max(0.3, math.exp(-0.01 * 10 * (step // 10)))
+    assert float(schedule(step)) == pytest.approx(expected, rel=1e-6)
+  config.tau_schedule = "constant"
+  assert float(common.tau_schedule(config)(10_000)) == 1.0
+
+
+@pytest.mark.parametrize(
+    "name, straight_through_only, num_categories, ok",
+    [
+        ("zgr", True, None, True),
+        ("gr_qmc50", True, None, True),
+        ("gs", True, None, False),
+        ("reinforce", True, None, False),
+        ("gr_exact", False, 2, True),
+        ("gr_exact", False, 16, False),
+    ],
+)
+def test_check_estimator_by_family(name, straight_through_only, num_categories, ok):
+  config = ConfigDict({"estimator": name})
+  if ok:
+    common.check_estimator(config, straight_through_only=straight_through_only, num_categories=num_categories)
+  else:
+    with pytest.raises(common.ConfigError, match="config.estimator"):
+      common.check_estimator(config, straight_through_only=straight_through_only, num_categories=num_categories)
+
+
+def test_prepare_workdir_allows_safe_changes_only(tmp_path):
+  config = listops_L10.get_config()
+  common.prepare_workdir(str(tmp_path), config)
+  config.log_every, config.num_epochs = 7, config.num_epochs + 5  # safe: logging, more training
+  common.prepare_workdir(str(tmp_path), config)
+  assert json.loads((tmp_path / "config.json").read_text())["log_every"] == 7
+  config.learning_rate = 0.9
+  with pytest.raises(common.ConfigError, match=r"learning_rate \(saved 0.5, now 0.9\)"):
+    common.prepare_workdir(str(tmp_path), config)
