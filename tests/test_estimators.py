@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from absl.testing import parameterized
 from scipy import stats
 
 from gr_jax import estimators
@@ -108,35 +107,39 @@ def _trace_var(draws):
   return sq_dev.mean(), sq_dev.std() / np.sqrt(len(draws))
 
 
-class MeanTest(parameterized.TestCase):
-  """The mean gradient equals E[ST-GS], computed in float64 without the library."""
+# The mean gradient equals E[ST-GS], computed in float64 without the library.
 
-  @parameterized.named_parameters(
-      ("st_gs", estimators.st_gumbel_softmax, {}),
-      ("gr_mc1", estimators.gumbel_rao, {"num_samples": 1}),
-      ("gr_mc10", estimators.gumbel_rao, {"num_samples": 10}),
-      ("gr_mc100", estimators.gumbel_rao, {"num_samples": 100}),
-  )
-  def test_mean_equals_exact_stgs_expectation(self, fn, kwargs):
-    ref = _reference()
-    draws, _ = _estimator_draws(fn, 20_000, tau=TAU, **kwargs)
-    _assert_mean_close(draws, ref["mean"], ref["se"])
+@pytest.mark.parametrize(
+    "fn, kwargs",
+    [
+        pytest.param(estimators.st_gumbel_softmax, {}, id="st_gs"),
+        pytest.param(estimators.gumbel_rao, {"num_samples": 1}, id="gr_mc1"),
+        pytest.param(estimators.gumbel_rao, {"num_samples": 10}, id="gr_mc10"),
+        pytest.param(estimators.gumbel_rao, {"num_samples": 100}, id="gr_mc100"),
+    ],
+)
+def test_mean_equals_exact_stgs_expectation(fn, kwargs):
+  ref = _reference()
+  draws, _ = _estimator_draws(fn, 20_000, tau=TAU, **kwargs)
+  _assert_mean_close(draws, ref["mean"], ref["se"])
 
-  def test_gr_conditional_mean_is_stgs_conditional_mean(self):
-    """Rao-Blackwellization: E[GR-MCK | D] = E[ST-GS | D] for every D."""
-    ref = _reference()
-    draws, idx = _estimator_draws(estimators.gumbel_rao, 20_000, tau=TAU, num_samples=100)
-    for i in range(N):
-      sel = draws[idx == i]
-      assert len(sel) > 500
-      _assert_mean_close(sel, ref["cond_mean"][i], ref["cond_se"][i])
 
-  def test_total_derivative_through_g_would_fail(self):
-    """The check above can fail: a mean off by a fixed amount is rejected."""
-    ref = _reference()
-    draws, _ = _estimator_draws(estimators.gumbel_rao, 20_000, tau=TAU, num_samples=100)
-    with pytest.raises(AssertionError):
-      _assert_mean_close(draws + 0.1 * np.abs(ref["mean"]).max(), ref["mean"], ref["se"])
+def test_gr_conditional_mean_is_stgs_conditional_mean():
+  """Rao-Blackwellization: E[GR-MCK | D] = E[ST-GS | D] for every D."""
+  ref = _reference()
+  draws, idx = _estimator_draws(estimators.gumbel_rao, 20_000, tau=TAU, num_samples=100)
+  for i in range(N):
+    sel = draws[idx == i]
+    assert len(sel) > 500
+    _assert_mean_close(sel, ref["cond_mean"][i], ref["cond_se"][i])
+
+
+def test_total_derivative_through_g_would_fail():
+  """The check above can fail: a mean off by a fixed amount is rejected."""
+  ref = _reference()
+  draws, _ = _estimator_draws(estimators.gumbel_rao, 20_000, tau=TAU, num_samples=100)
+  with pytest.raises(AssertionError):
+    _assert_mean_close(draws + 0.1 * np.abs(ref["mean"]).max(), ref["mean"], ref["se"])
 
 
 def test_variance_falls_with_k_and_gr_mc1_matches_stgs():
@@ -159,46 +162,47 @@ def test_variance_falls_with_k_and_gr_mc1_matches_stgs():
   assert v100 + Z * np.hypot(se100, se10) < v10
 
 
-class ConditionalGumbelTest(parameterized.TestCase):
 
-  @parameterized.parameters((1.0,), (50.0,))
-  def test_argmax_equals_sample(self, scale):
-    key = jax.random.key(3)
-    logits = scale * jax.random.normal(key, (64, 7))
-    sample = jax.nn.one_hot(jax.random.categorical(key, logits), 7)
-    g = estimators.conditional_gumbel(jax.random.key(4), logits, sample, 50)
-    assert g.shape == (50, 64, 7)
-    np.testing.assert_array_equal(
-        np.asarray(jnp.argmax(g, -1)), np.broadcast_to(np.asarray(sample.argmax(-1)), (50, 64))
+@pytest.mark.parametrize("scale", [1.0, 50.0])
+def test_conditional_gumbel_argmax_equals_sample(scale):
+  key = jax.random.key(3)
+  logits = scale * jax.random.normal(key, (64, 7))
+  sample = jax.nn.one_hot(jax.random.categorical(key, logits), 7)
+  g = estimators.conditional_gumbel(jax.random.key(4), logits, sample, 50)
+  assert g.shape == (50, 64, 7)
+  np.testing.assert_array_equal(
+      np.asarray(jnp.argmax(g, -1)), np.broadcast_to(np.asarray(sample.argmax(-1)), (50, 64))
+  )
+  assert np.isfinite(np.asarray(g)).all()
+
+
+def test_conditional_gumbel_max_is_gumbel_log_z():
+  logits = jnp.asarray(LOGITS, jnp.float32)
+  log_z = float(jax.nn.logsumexp(logits))
+  for i in range(N):
+    g = estimators.conditional_gumbel(
+        jax.random.key(10 + i), logits, jax.nn.one_hot(i, N), 20_000
     )
-    assert np.isfinite(np.asarray(g)).all()
+    top = np.asarray(g[:, i], np.float64)
+    # Gumbel(loc=logZ) CDF; p-value threshold 1e-4 per category.
+    p = stats.kstest(top, stats.gumbel_r(loc=log_z).cdf).pvalue
+    assert p > 1e-4, (i, p)
 
-  def test_max_is_gumbel_log_z(self):
-    logits = jnp.asarray(LOGITS, jnp.float32)
-    log_z = float(jax.nn.logsumexp(logits))
-    for i in range(N):
-      g = estimators.conditional_gumbel(
-          jax.random.key(10 + i), logits, jax.nn.one_hot(i, N), 20_000
-      )
-      top = np.asarray(g[:, i], np.float64)
-      # Gumbel(loc=logZ) CDF; p-value threshold 1e-4 per category.
-      p = stats.kstest(top, stats.gumbel_r(loc=log_z).cdf).pvalue
-      assert p > 1e-4, (i, p)
 
-  def test_coordinates_match_rejection_sampling(self):
-    rng = np.random.default_rng(0)
-    x = LOGITS + rng.gumbel(size=(400_000, N))
-    idx = x.argmax(-1)
-    logits = jnp.asarray(LOGITS, jnp.float32)
-    for i in range(N):
-      accepted = x[idx == i]
-      g = np.asarray(
-          estimators.conditional_gumbel(jax.random.key(20 + i), logits, jax.nn.one_hot(i, N), 20_000)
-      )
-      for j in range(N):
-        # Two-sample KS test, threshold 1e-4 per (i, j) pair (16 pairs).
-        p = stats.ks_2samp(g[:, j], accepted[:, j]).pvalue
-        assert p > 1e-4, (i, j, p)
+def test_conditional_gumbel_coordinates_match_rejection_sampling():
+  rng = np.random.default_rng(0)
+  x = LOGITS + rng.gumbel(size=(400_000, N))
+  idx = x.argmax(-1)
+  logits = jnp.asarray(LOGITS, jnp.float32)
+  for i in range(N):
+    accepted = x[idx == i]
+    g = np.asarray(
+        estimators.conditional_gumbel(jax.random.key(20 + i), logits, jax.nn.one_hot(i, N), 20_000)
+    )
+    for j in range(N):
+      # Two-sample KS test, threshold 1e-4 per (i, j) pair (16 pairs).
+      p = stats.ks_2samp(g[:, j], accepted[:, j]).pvalue
+      assert p > 1e-4, (i, j, p)
 
 
 @pytest.mark.parametrize("name", ["st", "st_gs", "gr_mc10", "reinforce", "gs"])
@@ -376,46 +380,52 @@ def test_jit_vmap_grad_compose_without_recompiling():
   step(jax.random.PRNGKey(3), logits)
 
 
-class ArgumentErrorTest(parameterized.TestCase):
 
-  @parameterized.parameters(
-      ({"tau": 0.0}, "tau"),
-      ({"tau": -1.0}, "tau"),
-      ({"tau": float("inf")}, "tau"),
-      ({"num_samples": 0}, "num_samples"),
-      ({"num_samples": 2.5}, "num_samples"),
-      ({"num_samples": True}, "num_samples"),
-  )
-  def test_gumbel_rao_bad_arguments(self, kwargs, field):
-    with self.assertRaisesRegex(ValueError, field):
-      estimators.gumbel_rao(jax.random.key(0), jnp.zeros(3), **kwargs)
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"tau": 0.0}, "tau"),
+        ({"tau": -1.0}, "tau"),
+        ({"tau": float("inf")}, "tau"),
+        ({"num_samples": 0}, "num_samples"),
+        ({"num_samples": 2.5}, "num_samples"),
+        ({"num_samples": True}, "num_samples"),
+    ],
+)
+def test_gumbel_rao_bad_arguments(kwargs, field):
+  with pytest.raises(ValueError, match=field):
+    estimators.gumbel_rao(jax.random.key(0), jnp.zeros(3), **kwargs)
 
-  @parameterized.parameters("st", "st_gs", "gs", "gr_mc5")
-  def test_bad_tau_and_integer_logits(self, name):
-    est = estimators.get(name)
-    with self.assertRaisesRegex(ValueError, "tau"):
-      est(jax.random.key(0), jnp.zeros(3), tau=0.0)
-    with self.assertRaisesRegex(ValueError, "logits"):
-      est(jax.random.key(0), jnp.zeros(3, jnp.int32), tau=1.0)
 
-  def test_errors_are_raised_at_trace_time_under_jit(self):
-    with self.assertRaisesRegex(ValueError, "tau"):
-      jax.jit(lambda t: estimators.st_gumbel_softmax(jax.random.key(0), t, tau=-0.5))(jnp.zeros(3))
+@pytest.mark.parametrize("name", ["st", "st_gs", "gs", "gr_mc5"])
+def test_bad_tau_and_integer_logits(name):
+  est = estimators.get(name)
+  with pytest.raises(ValueError, match="tau"):
+    est(jax.random.key(0), jnp.zeros(3), tau=0.0)
+  with pytest.raises(ValueError, match="logits"):
+    est(jax.random.key(0), jnp.zeros(3, jnp.int32), tau=1.0)
 
-  def test_sample_shape_mismatch(self):
-    with self.assertRaisesRegex(ValueError, "sample"):
-      estimators.conditional_gumbel(jax.random.key(0), jnp.zeros((2, 3)), jnp.zeros(3), 4)
-    with self.assertRaisesRegex(ValueError, "sample"):
-      estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.zeros((2, 4)))
 
-  def test_get_names(self):
-    assert estimators.get("gr_mc100").options == (("num_samples", 100),)
-    assert estimators.get("gr_qmc64").fn is estimators.gumbel_rao_qmc
-    assert estimators.get("gst_p").options == (("gap", "p"),)
-    assert estimators.get("gs").relaxed and estimators.get("reinforce").score_function
-    for bad in ("gr_mc0", "gr_mc", "grmc10", "ST", "gumbel"):
-      with self.assertRaisesRegex(ValueError, "valid names: st, st_gs, gs, gr_mc.*gr_qmc.*zgr"):
-        estimators.get(bad)
+def test_errors_are_raised_at_trace_time_under_jit():
+  with pytest.raises(ValueError, match="tau"):
+    jax.jit(lambda t: estimators.st_gumbel_softmax(jax.random.key(0), t, tau=-0.5))(jnp.zeros(3))
+
+
+def test_sample_shape_mismatch():
+  with pytest.raises(ValueError, match="sample"):
+    estimators.conditional_gumbel(jax.random.key(0), jnp.zeros((2, 3)), jnp.zeros(3), 4)
+  with pytest.raises(ValueError, match="sample"):
+    estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.zeros((2, 4)))
+
+
+def test_get_names():
+  assert estimators.get("gr_mc100").options == (("num_samples", 100),)
+  assert estimators.get("gr_qmc64").fn is estimators.gumbel_rao_qmc
+  assert estimators.get("gst_p").options == (("gap", "p"),)
+  assert estimators.get("gs").relaxed and estimators.get("reinforce").score_function
+  for bad in ("gr_mc0", "gr_mc", "grmc10", "ST", "gumbel"):
+    with pytest.raises(ValueError, match="valid names: st, st_gs, gs, gr_mc.*gr_qmc.*zgr"):
+      estimators.get(bad)
 
 
 # ---------------------------------------------------------------------------
@@ -470,40 +480,44 @@ def _multi_draws(fn, num_draws, seed, **kwargs):
   return np.asarray(grads, np.float64), np.asarray(samples).argmax(-1)
 
 
-class MultiVariableTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(
-      ("st_gs", estimators.st_gumbel_softmax, {}),
-      ("gr_mc1", estimators.gumbel_rao, {"num_samples": 1}),
-      ("gr_mc10", estimators.gumbel_rao, {"num_samples": 10}),
-      ("gr_mc100", estimators.gumbel_rao, {"num_samples": 100}),
-      ("gr_qmc1", estimators.gumbel_rao_qmc, {"num_samples": 1}),
-      ("gr_qmc10", estimators.gumbel_rao_qmc, {"num_samples": 10}),
-      ("gr_qmc100_no_tent", estimators.gumbel_rao_qmc, {"num_samples": 100, "tent": False}),
-      ("gr_qmc100", estimators.gumbel_rao_qmc, {"num_samples": 100}),
-  )
-  def test_mean_equals_exact_stgs_expectation(self, fn, kwargs):
-    mean, se, _, _ = _multi_reference()
-    draws, _ = _multi_draws(fn, 20_000, seed=31, tau=TAU, **kwargs)
-    _assert_mean_close(draws, mean, se)
+@pytest.mark.parametrize(
+    "fn, kwargs",
+    [
+        pytest.param(estimators.st_gumbel_softmax, {}, id="st_gs"),
+        pytest.param(estimators.gumbel_rao, {"num_samples": 1}, id="gr_mc1"),
+        pytest.param(estimators.gumbel_rao, {"num_samples": 10}, id="gr_mc10"),
+        pytest.param(estimators.gumbel_rao, {"num_samples": 100}, id="gr_mc100"),
+        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 1}, id="gr_qmc1"),
+        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 10}, id="gr_qmc10"),
+        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 100, "tent": False}, id="gr_qmc100_no_tent"),
+        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 100}, id="gr_qmc100"),
+    ],
+)
+def test_multi_variable_mean_equals_exact_stgs_expectation(fn, kwargs):
+  mean, se, _, _ = _multi_reference()
+  draws, _ = _multi_draws(fn, 20_000, seed=31, tau=TAU, **kwargs)
+  _assert_mean_close(draws, mean, se)
 
-  @parameterized.parameters(estimators.gumbel_rao, estimators.gumbel_rao_qmc)
-  def test_conditional_mean_per_variable_is_stgs(self, fn):
-    """Rao-Blackwellization per variable: E[GR_v | D_v = i] = E[ST-GS_v | D_v = i]."""
-    _, _, cond_mean, cond_se = _multi_reference()
-    draws, idx = _multi_draws(fn, 20_000, seed=32, tau=TAU, num_samples=100)
-    for v, i in itertools.product(range(MULTI_LOGITS.shape[0]), range(MULTI_LOGITS.shape[1])):
-      sel = draws[idx[:, v] == i, v]
-      if len(sel) < 200:  # too rare a (v, i) to say anything at Z = 5
-        continue
-      _assert_mean_close(sel, cond_mean[v, i], cond_se[v, i])
 
-  def test_swapped_variables_would_fail(self):
-    """The check can fail: GR's draws with the variables' rows permuted are rejected."""
-    mean, se, _, _ = _multi_reference()
-    draws, _ = _multi_draws(estimators.gumbel_rao, 20_000, seed=31, tau=TAU, num_samples=10)
-    with pytest.raises(AssertionError):
-      _assert_mean_close(draws[:, ::-1], mean, se)
+@pytest.mark.parametrize("fn", [estimators.gumbel_rao, estimators.gumbel_rao_qmc])
+def test_multi_variable_conditional_mean_per_variable_is_stgs(fn):
+  """Rao-Blackwellization per variable: E[GR_v | D_v = i] = E[ST-GS_v | D_v = i]."""
+  _, _, cond_mean, cond_se = _multi_reference()
+  draws, idx = _multi_draws(fn, 20_000, seed=32, tau=TAU, num_samples=100)
+  for v, i in itertools.product(range(MULTI_LOGITS.shape[0]), range(MULTI_LOGITS.shape[1])):
+    sel = draws[idx[:, v] == i, v]
+    if len(sel) < 200:  # too rare a (v, i) to say anything at Z = 5
+      continue
+    _assert_mean_close(sel, cond_mean[v, i], cond_se[v, i])
+
+
+def test_multi_variable_swapped_variables_would_fail():
+  """The check can fail: GR's draws with the variables' rows permuted are rejected."""
+  mean, se, _, _ = _multi_reference()
+  draws, _ = _multi_draws(estimators.gumbel_rao, 20_000, seed=31, tau=TAU, num_samples=10)
+  with pytest.raises(AssertionError):
+    _assert_mean_close(draws[:, ::-1], mean, se)
 
 
 def _vmapped_reference_grad(key, logits, sample, cotangent, tau, num_samples):
