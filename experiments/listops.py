@@ -164,6 +164,18 @@ class Trainer:
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+  """Trains the Gumbel Tree-LSTM on ListOps (resuming from workdir), selects the epoch on validation.
+
+  Plain SGD for ``num_epochs`` epochs of ``batch_size`` examples of length <=
+  ``max_length``; after each epoch the greedy-parse accuracy on the validation
+  and test sets is logged and a checkpoint saved. A non-finite loss stops the
+  run (the best epoch so far stands, ``diverged_at_step`` records it).
+
+  Returns:
+    The results written to ``workdir/results.json``: the best validation
+    epoch's accuracies (exact fractions of the splits), the configuration and
+    the number of training examples requested and kept.
+  """
   estimator = validate(config)
   data = load_data(config)
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}

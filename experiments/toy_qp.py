@@ -150,6 +150,17 @@ def _plot(path: pathlib.Path, points, summary, maps, names, objective_values, cu
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+  """The toy quadratic program (Figure 1): variance maps over the simplex and SGD curves.
+
+  For each temperature, log10 of the trace variance of each estimator's
+  gradient at every grid point (``variance_tau<tau>.npz``, skipped when a
+  restarted run already has it), then SGD from ``opt_start`` with each
+  estimator and with the exact gradient (``optimization.json``).
+
+  Returns:
+    The results written to ``workdir/results.json`` (per-tau summaries of where
+    the second estimator has the lower variance, final objectives).
+  """
   chosen = validate(config)
   path = common.prepare_workdir(workdir, config)
   writer = common.MetricsWriter(path)

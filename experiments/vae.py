@@ -173,7 +173,17 @@ def _eval_subset(images: np.ndarray, count: int, seed: int) -> np.ndarray:
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
-  """Trains (resuming from workdir's latest checkpoint), evaluates, writes results.json."""
+  """Trains the discrete VAE (resuming from workdir's latest checkpoint) and evaluates it.
+
+  SGD with momentum on the single-sample bound for ``num_steps`` steps; every
+  ``variance_every`` / ``mse_every`` steps the encoder gradient's variance (and
+  MSE against REINFORCE) on a fixed batch; every ``eval_every`` steps a cheap
+  validation bound; at the end the IWAE bound with ``num_eval_samples`` on the
+  validation and test sets.
+
+  Returns:
+    The results written to ``workdir/results.json``.
+  """
   estimator = validate(config)
   data = load_data(config)
   path = common.prepare_workdir(workdir, config)

@@ -1,15 +1,15 @@
-"""Variance, bias and mean squared error of stochastic gradient estimators.
+r"""Variance, bias and mean squared error of stochastic gradient estimators.
 
 The paper's measurements (Paulus et al. 2021, Figures 1 and 2, Propositions
-1-3) are about the distribution of one estimator draw :math:`\\hat g` (a
+1-3) are about the distribution of one estimator draw :math:`\hat g` (a
 gradient pytree) over its randomness:
 
 .. math::
-  \\mathrm{Var} = \\mathrm{tr}\\,\\mathrm{Cov}[\\hat g] = E\\|\\hat g - E\\hat g\\|^2,
-  \\quad \\mathrm{Bias}^2 = \\|E \\hat g - \\nabla\\|^2, \\quad
-  \\mathrm{MSE} = E\\|\\hat g - \\nabla\\|^2 = \\mathrm{Var} + \\mathrm{Bias}^2,
+  \mathrm{Var} = \mathrm{tr}\,\mathrm{Cov}[\hat g] = E\|\hat g - E\hat g\|^2,
+  \quad \mathrm{Bias}^2 = \|E \hat g - \nabla\|^2, \quad
+  \mathrm{MSE} = E\|\hat g - \nabla\|^2 = \mathrm{Var} + \mathrm{Bias}^2,
 
-summed over every parameter, against a reference gradient :math:`\\nabla`
+summed over every parameter, against a reference gradient :math:`\nabla`
 (exact by enumeration, :func:`exact_gradient`, or a high-sample REINFORCE
 estimate, :func:`reference_gradient`).
 """

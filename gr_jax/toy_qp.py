@@ -1,15 +1,15 @@
-"""The toy quadratic program on the simplex (Paulus et al. 2021, section 5.1, Figure 1).
+r"""The toy quadratic program on the simplex (Paulus et al. 2021, section 5.1, Figure 1).
 
-Minimize :math:`(p - c)^\\top Q (p - c)` over the simplex, recast as a
+Minimize :math:`(p - c)^\top Q (p - c)` over the simplex, recast as a
 stochastic problem in a categorical D ~ Cat(p):
 
 .. math::
-  E_{D \\sim p}\\left[(D - c)^\\top A(p) (D - c)\\right], \\quad
-  A_{ii} = \\frac{(p_i - c_i)^2 Q_{ii}}{p_i - 2 p_i c_i + c_i^2}, \\quad
-  A_{ij} = \\frac{(p_i - c_i)(p_j - c_j) Q_{ij}}{c_i c_j - p_i c_j - c_i p_j},
+  E_{D \sim p}\left[(D - c)^\top A(p) (D - c)\right], \quad
+  A_{ii} = \frac{(p_i - c_i)^2 Q_{ii}}{p_i - 2 p_i c_i + c_i^2}, \quad
+  A_{ij} = \frac{(p_i - c_i)(p_j - c_j) Q_{ij}}{c_i c_j - p_i c_j - c_i p_j},
 
 which equals the quadratic wherever the denominators are nonzero (expand
-:math:`\\sum_i p_i (e_i - c)^\\top A (e_i - c)` with :math:`\\sum_i p_i = 1`).
+:math:`\sum_i p_i (e_i - c)^\top A (e_i - c)` with :math:`\sum_i p_i = 1`).
 As in the paper, A(p) is evaluated at the current p and held constant when
 differentiating. With :math:`Q_{ij} = e^{-2|i - j|}` and :math:`c_i = 1/3`
 (n = 3) the off-diagonal denominators vanish on the lines

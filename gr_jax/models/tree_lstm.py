@@ -1,20 +1,20 @@
-"""The basic Gumbel Tree-LSTM of Choi, Yoo & Lee (2018), in Flax NNX.
+r"""The basic Gumbel Tree-LSTM of Choi, Yoo & Lee (2018), in Flax NNX.
 
 Leaves: a linear map of each token embedding to (h, c) (no leaf RNN, no
 intra-attention, no dropout). Each of the L - 1 merge steps composes every
 adjacent pair with the binary Tree-LSTM cell
 
 .. math::
-  c = \\sigma(f_l + 1) c_l + \\sigma(f_r + 1) c_r + \\sigma(i) \\tanh(u), \\quad
-  h = \\sigma(o) \\tanh(c),
+  c = \sigma(f_l + 1) c_l + \sigma(f_r + 1) c_r + \sigma(i) \tanh(u), \quad
+  h = \sigma(o) \tanh(c),
 
-scores each candidate parent with a learned query, :math:`\\langle q, h
-\\rangle / \\sqrt{d}`, masks positions that would merge padding with ``-inf``,
+scores each candidate parent with a learned query, :math:`\langle q, h
+\rangle / \sqrt{d}`, masks positions that would merge padding with ``-inf``,
 selects one merge (an estimator from ``gr_jax.estimators`` in training, the
 argmax in evaluation) and forms the next layer as
 
 .. math::
-  h'_k = [k < s]\\, h_k + [k = s]\\, \\mathrm{parent}_k + [k > s]\\, h_{k+1}
+  h'_k = [k < s]\, h_k + [k = s]\, \mathrm{parent}_k + [k > s]\, h_{k+1}
 
 with the masks computed from the one-hot selection (cumulative sums), so that
 straight-through gradients reach the scores. The loop is a ``lax.scan`` over

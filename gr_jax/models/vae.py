@@ -105,10 +105,10 @@ def bernoulli_log_likelihood(pixel_logits: jax.Array, x: jax.Array) -> jax.Array
 
 
 def log_weight(model: DiscreteVAE, x, logits, sample) -> jax.Array:
-  """log p(x, D) - log q(D | x) per example (``[B]``), for one sample D.
+  r"""log p(x, D) - log q(D | x) per example (``[B]``), for one sample D.
 
   .. math::
-    \\log p(x \\mid D) + \\sum_j \\langle D_j, \\log p(D_j) - \\log q(D_j \\mid x) \\rangle
+    \log p(x \mid D) + \sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle
 
   with the uniform prior log p(D_j) = -log n. For one-hot D this is the usual
   single-sample bound. For a relaxed GS sample S the same expression is used
@@ -138,10 +138,10 @@ def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau):
 
 
 def iwae_bound(model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100):
-  """Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
+  r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
 
-  .. math:: \\log \\frac{1}{M} \\sum_{k=1}^{M} \\frac{p(x, D^k)}{q(D^k \\mid x)},
-    \\quad D^k \\sim q(\\cdot \\mid x)
+  .. math:: \log \frac{1}{M} \sum_{k=1}^{M} \frac{p(x, D^k)}{q(D^k \mid x)},
+    \quad D^k \sim q(\cdot \mid x)
 
   computed ``chunk_size`` samples at a time with a running log-sum-exp, so the
   memory is O(chunk_size * B) whatever M is.
