@@ -2,21 +2,20 @@
 
 Over a grid of points p of the simplex, the log10 trace of the covariance of
 each estimator's gradient with respect to the logits log p, at each
-temperature; the difference between the first two estimators (ST-GS minus
-GR-MC1000 by default) is drawn as a heat map on the simplex, as in Figure 1.
-Then one optimization run per estimator from a fixed start, plotting the
-objective. Each temperature's numbers are saved as they are done
+temperature, and the difference between the first two estimators (ST-GS minus
+GR-MC1000 by default). Then one optimization run per estimator from a fixed
+start. Each temperature's numbers are saved as they are done
 (``variance_tau<tau>.npz``); a restarted run skips the ones it has.
 
 Outputs in the workdir: ``variance_tau*.npz``, ``variance_summary.json``,
-``variance_difference.png``, ``objective.png``, ``optimization.png``,
-``metrics.jsonl`` and ``results.json``.
+``optimization.json``, ``metrics.jsonl`` and ``results.json``;
+``scripts/plot_toy_qp.py`` draws Figure 1's heat maps and the optimization
+curves from them.
 """
 
 from __future__ import annotations
 
 import json
-import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -96,66 +95,14 @@ def optimize(estimator, config, q, c, key) -> np.ndarray:
   return np.concatenate([[float(toy_qp.objective(jnp.exp(theta0), q, c))], np.asarray(values)])
 
 
-def _plot(path: pathlib.Path, points, summary, maps, names, objective_values, curves) -> None:
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  import matplotlib.tri as mtri
-
-  xy = toy_qp.to_ternary(points)
-  triangulation = mtri.Triangulation(xy[:, 0], xy[:, 1])
-  corners = toy_qp.to_ternary(np.eye(3))
-
-  def frame(ax):
-    ax.plot(*np.vstack([corners, corners[:1]]).T, color="black", lw=0.8)
-    for k, label in enumerate(("$p_1 = 1$", "$p_2 = 1$", "$p_3 = 1$")):
-      ax.annotate(label, corners[k], ha="center", va="top" if k < 2 else "bottom", fontsize=8)
-    ax.set_aspect("equal")
-    ax.axis("off")
-
-  taus = list(maps)
-  fig, axes = plt.subplots(1, len(taus), figsize=(4.2 * len(taus), 3.8), squeeze=False)
-  for ax, tau in zip(axes[0], taus):
-    difference = maps[tau][0] - maps[tau][1]
-    contour = ax.tricontourf(triangulation, difference, levels=20, cmap="inferno")
-    fig.colorbar(contour, ax=ax, shrink=0.8, label=rf"$\Delta \log_{{10}}$ Var ({names[0]} $-$ {names[1]})")
-    frac = summary[str(tau)]["fraction_lower"]
-    ax.set_title(rf"$\tau$ = {tau}: {names[1]} lower at {100 * frac:.0f}% of points", fontsize=9)
-    frame(ax)
-  fig.tight_layout()
-  fig.savefig(path / "variance_difference.png", dpi=120)
-  plt.close(fig)
-
-  fig, ax = plt.subplots(figsize=(4.2, 3.8))
-  contour = ax.tricontourf(triangulation, objective_values, levels=20, cmap="viridis")
-  fig.colorbar(contour, ax=ax, shrink=0.8, label=r"$(p - c)^\top Q (p - c)$")
-  ax.set_title("Objective on the simplex", fontsize=9)
-  frame(ax)
-  fig.tight_layout()
-  fig.savefig(path / "objective.png", dpi=120)
-  plt.close(fig)
-
-  fig, ax = plt.subplots(figsize=(5.5, 3.8))
-  for name, values in curves.items():
-    ax.plot(np.arange(len(values)), values, label=name)
-  ax.set_yscale("log")
-  ax.set_xlabel("SGD step")
-  ax.set_ylabel(r"objective $(p - c)^\top Q (p - c)$")
-  ax.set_title("Optimization from a fixed start", fontsize=9)
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(path / "optimization.png", dpi=120)
-  plt.close(fig)
-
-
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   """The toy quadratic program (Figure 1): variance maps over the simplex and SGD curves.
 
   For each temperature, log10 of the trace variance of each estimator's
   gradient at every grid point (``variance_tau<tau>.npz``, skipped when a
   restarted run already has it), then SGD from ``opt_start`` with each
-  estimator and with the exact gradient (``optimization.json``).
+  estimator and with the exact gradient (``optimization.json``). The figures
+  are drawn from these files by ``scripts/plot_toy_qp.py``.
 
   Returns:
     The results written to ``workdir/results.json`` (per-tau summaries of where
@@ -197,8 +144,6 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   curves = {"exact gradient": optimize(None, config, q, c, key)}
   for e, (name, est) in enumerate(zip(names, chosen)):
     curves[name] = optimize(est, config, q, c, jax.random.fold_in(key, 10_000 + e))
-  objective_values = np.asarray(jax.vmap(lambda p: toy_qp.objective(p, q, c))(jnp.asarray(points)))
-  _plot(path, points, summary, maps, names, objective_values, curves)
   results = {
       "variance": summary,
       "estimators": names,

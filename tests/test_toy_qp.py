@@ -1,6 +1,8 @@
 """Tests of gr_jax.toy_qp and of the toy experiment through the real CLI."""
 
 import json
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 from gr_jax import toy_qp
-from tests.cli import run_main
+from tests.cli import ROOT, run_main
 
 
 @pytest.fixture(autouse=True)
@@ -51,9 +53,14 @@ def test_tiny_cli_run_writes_maps_plots_and_resumes(tmp_path):
   jax.config.update("jax_enable_x64", False)
   args = ("grid_resolution=4", "num_draws=50", "opt_steps=20", "points_per_batch=4", "taus=(0.1,1.0)")
   run_main("configs/toy_qp.py", tmp_path, *args)
-  for name in ("variance_tau0.1.npz", "variance_tau1.0.npz", "variance_difference.png",
-               "objective.png", "optimization.png", "results.json", "variance_summary.json"):
+  for name in ("variance_tau0.1.npz", "variance_tau1.0.npz", "optimization.json", "results.json",
+               "variance_summary.json"):
     assert (tmp_path / name).is_file(), name
+  figures = tmp_path / "figures"
+  subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_toy_qp.py"), f"--workdir={tmp_path}",
+                  f"--out_dir={figures}"], check=True, capture_output=True, cwd=ROOT)
+  for name in ("toy_variance_difference.png", "toy_objective.png", "toy_optimization.png"):
+    assert (figures / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
   results = json.loads((tmp_path / "results.json").read_text())
   summary = results["variance"]["0.1"]
   assert 0 <= summary["fraction_lower"] <= 1 and np.isfinite(summary["median_log10_reduction"])
