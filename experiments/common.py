@@ -16,7 +16,7 @@ import os
 import pathlib
 import signal
 import time
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import optax

@@ -15,8 +15,6 @@ curves from them.
 
 from __future__ import annotations
 
-import json
-
 import jax
 import jax.numpy as jnp
 import numpy as np
