@@ -14,7 +14,10 @@ warm-up) and a ratio to the row it should be compared with:
 * GR-QMCK against GR-MCK at the same K.
 
 Peak memory is XLA's compiled buffer assignment (arguments + outputs +
-temporaries) of the jitted function. ``--chunk_sweep`` also times GR-MC1000 with
+temporaries) of the jitted function. Last, the inner (given D) variance of the
+gradient of GR-MC100, GR-MC1000 and GR-QMC100 on the paper's toy quadratic
+program at p = (0.6, 0.3, 0.1), tau = 0.5 (``--inner_draws`` draws each): the
+part of the variance that K divides. ``--chunk_sweep`` also times GR-MC1000 with
 several backward-pass chunk sizes (``estimators.CHUNK_ELEMENTS``).
 
   python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20] [--chunk_sweep]
@@ -25,12 +28,13 @@ import jax.numpy as jnp
 from absl import app, flags
 from timing import median_ms
 
-from gr_jax import estimators
+from gr_jax import diagnostics, estimators, toy_qp
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes B.")
 _KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK / GR-QMCK sample counts.")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repeats (median reported).")
 _CHUNK_SWEEP = flags.DEFINE_boolean("chunk_sweep", False, "Time GR-MC1000 at several chunk sizes.")
+_INNER_DRAWS = flags.DEFINE_integer("inner_draws", 4000, "Draws for the inner-variance rows (0 = skip).")
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
 _DETERMINISTIC = ("zgr", "reinmax", "gst", "gst_p")
@@ -73,6 +77,26 @@ def _vmapped_gumbel_rao(num_samples):
     return total / num_samples
 
   return jax.jit(grad)
+
+
+def _inner_variances(draws):
+  """E[Var(grad | D)] on the toy QP at one point for GR-MC100, GR-MC1000 and GR-QMC100."""
+  q, c = toy_qp.paper_problem()
+  p = jnp.array([0.6, 0.3, 0.1])
+  result = {}
+  for name in ("gr_mc100", "gr_mc1000", "gr_qmc100"):
+    estimator = estimators.get(name)
+
+    def one(key, estimator=estimator):
+      grad, sample = jax.grad(
+          lambda t: (lambda d: (toy_qp.stochastic_loss(d, p, q, c), d))(estimator(key, t, tau=_TAU)),
+          has_aux=True,
+      )(jnp.log(p))
+      return grad, jnp.argmax(sample)
+
+    grads, groups = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(3), draws))
+    result[name] = diagnostics.variance_decomposition(grads, groups).within
+  return result
 
 
 def _rng_floor(count):
@@ -153,6 +177,11 @@ def main(argv):
   print("\npeak memory of the jitted forward+backward (XLA buffer assignment):")
   for (batch, name), value in peak.items():
     print(f"  B={batch:<4} {name:<12} {value / 2**20:9.1f} MiB")
+  if _INNER_DRAWS.value:
+    inner = _inner_variances(_INNER_DRAWS.value)
+    print(f"\ninner variance E[Var(grad | D)], toy QP at p = (0.6, 0.3, 0.1), tau = {_TAU}, {_INNER_DRAWS.value} draws:")
+    for name, value in inner.items():
+      print(f"  {name:<10} {value:.3e}  ({value / inner['gr_mc1000']:.2f}x gr_mc1000)")
 
 
 if __name__ == "__main__":
