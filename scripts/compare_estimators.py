@@ -162,7 +162,9 @@ def _log10(value) -> str:
 def _markdown(results) -> str:
   lines = [f"Device: {results['device']}. Draws: {results['draws']} per estimator on the small problems"
            f" (exact gradients by enumeration); VAE: {results.get('vae', {}).get('draws', '-')} draws against"
-           f" {results.get('vae', {}).get('reference_draws', '-')} REINFORCE draws. log10 values; '-' = not applicable.", ""]
+           f" {results.get('vae', {}).get('reference_draws', '-')} REINFORCE draws. log10 values; '~0' = a squared bias"
+           " below the Monte Carlo resolution (its bias-corrected estimate is <= 0); '-' = not"
+           " applicable (gr_exact needs binary variables).", ""]
   for problem, per_tau in results["small"].items():
     lines += [f"### {problem}", "", "| estimator | " + " | ".join(
         f"tau={tau}: bias^2 / var / MSE" for tau in per_tau) + " |", "|---|" + "---|" * len(per_tau)]
