@@ -11,13 +11,19 @@ from gr_jax.estimators import (
     RunningMeanBaseline,
     categorical_log_prob,
     conditional_gumbel,
+    gapped_straight_through,
     get,
     gumbel_rao,
+    gumbel_rao_exact,
+    gumbel_rao_qmc,
     gumbel_softmax,
+    lattice_points,
     reinforce,
+    reinmax,
     score_function_surrogate,
     st_gumbel_softmax,
     straight_through,
+    zgr,
 )
 
 __all__ = [
@@ -27,12 +33,18 @@ __all__ = [
     "categorical_log_prob",
     "conditional_gumbel",
     "estimators",
+    "gapped_straight_through",
     "get",
     "gumbel_rao",
+    "gumbel_rao_exact",
+    "gumbel_rao_qmc",
     "gumbel_softmax",
+    "lattice_points",
     "reinforce",
+    "reinmax",
     "score_function_surrogate",
     "st_gumbel_softmax",
     "straight_through",
+    "zgr",
 ]
 __version__ = "0.1.0"
