@@ -112,7 +112,8 @@ def _check_tau(tau: Any, logits: Array):
   """tau as a number or an array broadcastable to logits.shape[:-1] + (1,).
 
   Raises ValueError for a wrong shape, and for concrete values that are not
-  finite and > 0. Returns tau unchanged (a Python number stays one).
+  finite and > 0. Returns tau in the compute dtype of logits (a Python number
+  stays one).
   """
   variable_shape = logits.shape[:-1] + (1,)
   try:
@@ -135,7 +136,9 @@ def _check_tau(tau: Any, logits: Array):
   if value is not None and not np.all(np.isfinite(value) & (value > 0)):
     bad = value.flat[np.argmin(np.isfinite(value.ravel()) & (value.ravel() > 0))]
     raise ValueError(f"tau must be finite and > 0; got tau={bad!r}.")
-  return tau
+  if isinstance(tau, (int, float)):
+    return tau
+  return jnp.asarray(tau, _compute_dtype(logits.dtype))
 
 
 def _check_num_samples(num_samples: Any) -> None:
@@ -227,13 +230,6 @@ def _finish_grad(logits: Array, grad: Array) -> Array:
   return jnp.where(_invalid_rows(logits), jnp.nan, grad).astype(logits.dtype)
 
 
-def _as_compute(tau, logits: Array):
-  """tau in the compute dtype of logits (a Python number stays one)."""
-  if isinstance(tau, (int, float)):
-    return tau
-  return jnp.asarray(tau, _compute_dtype(logits.dtype))
-
-
 # ---------------------------------------------------------------------------
 # Straight-through (ST): gradient through softmax(logits / tau).
 # ---------------------------------------------------------------------------
@@ -298,7 +294,7 @@ def straight_through(key: Array, logits: Array, *, tau=1.0) -> Array:
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  return _straight_through(key, logits, _as_compute(tau, logits), ())
+  return _straight_through(key, logits, tau, ())
 
 
 # ---------------------------------------------------------------------------
@@ -329,7 +325,7 @@ def gumbel_softmax(key: Array, logits: Array, *, tau=1.0) -> Array:
   Reference: Jang et al. 2017; Maddison et al. 2017.
   """
   _check_logits(logits)
-  tau = _as_compute(_check_tau(tau, logits), logits)
+  tau = _check_tau(tau, logits)
   relaxed = jax.nn.softmax(_perturbed_logits(key, logits) / tau, axis=-1)
   return jnp.where(_invalid_rows(logits), jnp.nan, relaxed).astype(logits.dtype)
 
@@ -379,7 +375,7 @@ def st_gumbel_softmax(key: Array, logits: Array, *, tau=1.0) -> Array:
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  return _st_gumbel_softmax(key, logits, _as_compute(tau, logits))
+  return _st_gumbel_softmax(key, logits, tau)
 
 
 # ---------------------------------------------------------------------------
@@ -707,7 +703,7 @@ def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> 
   _check_logits(logits)
   tau = _check_tau(tau, logits)
   _check_num_samples(num_samples)
-  return _gumbel_rao(key, logits, _as_compute(tau, logits), (num_samples, "mc"))
+  return _gumbel_rao(key, logits, tau, (num_samples, "mc"))
 
 
 def gumbel_rao_qmc(
@@ -750,7 +746,7 @@ def gumbel_rao_qmc(
   tau = _check_tau(tau, logits)
   _check_num_samples(num_samples)
   sampler = "qmc_tent" if tent else "qmc"
-  return _gumbel_rao(key, logits, _as_compute(tau, logits), (num_samples, sampler))
+  return _gumbel_rao(key, logits, tau, (num_samples, sampler))
 
 
 # Nodes of the trapezoid rule of `_binary_conditional_product`: offsets from
@@ -831,7 +827,7 @@ def gumbel_rao_exact(key: Array, logits: Array, *, tau=1.0) -> Array:
         f" got shape {logits.shape}. Use gumbel_rao or gumbel_rao_qmc for n > 2."
     )
   tau = _check_tau(tau, logits)
-  return _gumbel_rao_exact(key, logits, _as_compute(tau, logits), ())
+  return _gumbel_rao_exact(key, logits, tau, ())
 
 
 # ---------------------------------------------------------------------------
@@ -880,7 +876,7 @@ def zgr(key: Array, logits: Array, *, tau=1.0) -> Array:
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  return _zgr(key, logits, _as_compute(tau, logits), ())
+  return _zgr(key, logits, tau, ())
 
 
 def _reinmax_backward(key, logits, sample, cotangent, tau):
@@ -922,7 +918,7 @@ def reinmax(key: Array, logits: Array, *, tau=1.0) -> Array:
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  return _reinmax(key, logits, _as_compute(tau, logits), ())
+  return _reinmax(key, logits, tau, ())
 
 
 def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
@@ -976,7 +972,7 @@ def gapped_straight_through(key: Array, logits: Array, *, tau=1.0, gap="1.0") ->
   tau = _check_tau(tau, logits)
   if gap not in ("1.0", "p"):
     raise ValueError(f'gap must be "1.0" (GST-1.0) or "p" (GST-p); got gap={gap!r}.')
-  return _gapped_straight_through(key, logits, _as_compute(tau, logits), (gap,))
+  return _gapped_straight_through(key, logits, tau, (gap,))
 
 
 # ---------------------------------------------------------------------------
