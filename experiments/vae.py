@@ -213,6 +213,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     measure_variance = config.variance_every and step % config.variance_every == 0
     measure_mse = config.mse_every and step % config.mse_every == 0
     if measure_variance or measure_mse:
+      t0 = time.perf_counter()
+      logging.info("step %d: measuring the encoder gradient's variance%s (%d draws)", step,
+                   " and MSE" if measure_mse else "", config.variance_draws)
       args = (state["params"], fixed_batch, jax.random.fold_in(variance_key, step), state["baseline"].mean)
       stats = trainer.encoder_grad_stats(*args, False, step)
       metrics = {"log10_grad_variance": diagnostics.log10(stats.trace_variance)}
@@ -222,9 +225,12 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         metrics["log10_grad_mse"] = diagnostics.log10(stats.mse(ref.mean, ref.trace_variance / ref.num_draws))
         metrics["log10_grad_squared_bias"] = diagnostics.log10(stats.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
       writer.write(step, "train", **metrics)
+      logging.info("step %d: %s (%.0fs)", step, " ".join(f"{k}={v:.3f}" for k, v in metrics.items()),
+                   time.perf_counter() - t0)
     if config.eval_every and step % config.eval_every == 0 and step != config.num_steps:
       t0 = time.perf_counter()
-      nll = trainer.evaluate(state["params"], valid, jax.random.fold_in(eval_key, step), config.periodic_eval_samples)
+      nll = trainer.evaluate(state["params"], valid, jax.random.fold_in(eval_key, step), config.periodic_eval_samples,
+                             "valid")
       # The IWAE cost is linear in images x M: extrapolate the final evaluation's.
       seconds_per_unit = (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
       progress.final_seconds = seconds_per_unit * (len(valid) + len(test)) * config.num_eval_samples
