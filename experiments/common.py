@@ -382,17 +382,16 @@ def _restore_latest_good(path: pathlib.Path, template: Any) -> tuple[Checkpointe
     try:
       return checkpointer, checkpointer.restore(step, template), step
     except Exception as e:  # orbax raises many kinds for damaged files
-      reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-      checkpointer.close()
-      aside = path / "damaged_checkpoints" / f"{step}-{int(time.time())}"
-      aside.parent.mkdir(exist_ok=True)
-      os.replace(checkpointer.directory / str(step), aside)
-      skipped.append(step)
-      logging.get_absl_handler().removeFilter(quiet)
-      logging.warning("skipping the checkpoint at step %d, which does not restore (%s: %s); moved to %s",
-                      step, type(e).__name__, reason, aside)
+      reason = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
     finally:
       logging.get_absl_handler().removeFilter(quiet)
+    checkpointer.close()
+    aside = path / "damaged_checkpoints" / f"{step}-{int(time.time())}"
+    aside.parent.mkdir(exist_ok=True)
+    os.replace(checkpointer.directory / str(step), aside)
+    skipped.append(step)
+    logging.warning("skipping the checkpoint at step %d, which does not restore (%s); moved to %s",
+                    step, reason, aside)
 
 
 def start_or_resume(path: pathlib.Path, init_state: Any) -> tuple[Checkpointer, MetricsWriter, Any, int]:

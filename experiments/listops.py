@@ -194,8 +194,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
   diverged_at = None
   logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps",
-               len(train.labels), len(encoded["valid"].labels), len(encoded["test"].labels),
-               config.max_length, num_steps)
+               len(train.labels), num_valid, num_test, config.max_length, num_steps)
   for step in range(start + 1, num_steps + 1):
     if stop.requested:
       stop.stop(checkpointer, writer, step - 1, state)

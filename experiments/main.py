@@ -8,7 +8,6 @@ again with the same workdir, a run resumes from its latest checkpoint.
 """
 
 import difflib
-import importlib
 import importlib.util
 import logging as python_logging
 import pathlib
