@@ -2,6 +2,8 @@
 
 import ml_collections
 
+from experiments.population import population_config
+
 
 def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   """The VAE config for m = num_vars variables of the given arity (m log2 n = 240)."""
@@ -35,6 +37,10 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.momentum = 0.9
   config.weight_decay = 0.0
   config.seed = 0
+  # Runs trained together in one program (experiments/population.py): seeds and
+  # hyperparameter searches; steps_per_call steps per jitted call.
+  config.population = population_config()
+  config.steps_per_call = 500
   # Logging, evaluation, checkpoints (every N steps; 0 = off).
   config.log_every = 500
   config.eval_every = 5_000

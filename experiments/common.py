@@ -16,10 +16,10 @@ import os
 import pathlib
 import signal
 import time
-from typing import Any
+from typing import Any, Callable
 
-import numpy as np
-import optax
+import jax
+import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from absl import logging
 from ml_collections import ConfigDict
@@ -102,46 +102,24 @@ def check_common(config: ConfigDict) -> None:
   require(isinstance(config.seed, int) and not isinstance(config.seed, bool), "seed", "an int", config.seed)
 
 
-def tau_schedule(config: ConfigDict) -> optax.Schedule:
-  r"""The temperature at each step, as the paper's conclusion proposes.
+def tau_schedule(config: ConfigDict) -> Callable[[Any, Any], jax.Array]:
+  r"""``(tau, step) -> tau_step``: the temperature schedule, tau and step as data (traceable).
 
   "constant": :math:`\tau_t = \tau`. "exponential" (Jang et al. 2017):
   :math:`\tau_t = \max(\tau_{\min}, \tau e^{-r N \lfloor t / N \rfloor})`
   with r = ``tau_decay_rate`` and N = ``tau_decay_every`` (Jang et al. used
-  r in {1e-5, 1e-4}, N = 500, tau_min = 0.5). Usable inside jitted code (t may
-  be traced).
+  r in {1e-5, 1e-4}, N = 500, tau_min = 0.5). tau is the member's own (a
+  population's members may differ in it).
   """
   if config.tau_schedule == "constant":
-    return optax.constant_schedule(config.tau)
-  every = config.tau_decay_every
-  return optax.exponential_decay(
-      init_value=config.tau,
-      transition_steps=every,
-      decay_rate=math.exp(-config.tau_decay_rate * every),
-      staircase=True,
-      end_value=config.tau_min,
-  )
+    return lambda tau, step: jnp.asarray(tau, jnp.float32)
+  every, rate, floor = config.tau_decay_every, config.tau_decay_rate, config.tau_min
 
+  def exponential(tau, step):
+    decays = (jnp.asarray(step) // every).astype(jnp.float32)
+    return jnp.maximum(floor, tau * jnp.exp(-rate * every * decays)).astype(jnp.float32)
 
-class EpochBatches:
-  """Batch indices: a fresh permutation every epoch, from (seed, epoch) alone.
-
-  ``indices(step)`` depends only on the step, so a resumed run sees exactly
-  the batches an uninterrupted run would have seen. The last partial batch of
-  an epoch is dropped.
-  """
-
-  def __init__(self, num_examples: int, batch_size: int, seed: int):
-    self.num_examples, self.batch_size, self.seed = num_examples, batch_size, seed
-    self.steps_per_epoch = num_examples // batch_size
-    self._epoch, self._perm = -1, None
-
-  def indices(self, step: int) -> np.ndarray:
-    epoch, index = divmod(step, self.steps_per_epoch)
-    if epoch != self._epoch:
-      self._epoch = epoch
-      self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_examples)
-    return self._perm[index * self.batch_size : (index + 1) * self.batch_size]
+  return exponential
 
 
 @contextlib.contextmanager
@@ -179,21 +157,24 @@ def _is_json(line: str) -> bool:
 
 
 class MetricsWriter:
-  """Appends ``{"step": s, "split": name, metric: value, ...}`` lines to metrics.jsonl.
+  """Appends ``{"step": s, "split": name, ["member": i,] metric: value, ...}`` lines to metrics.jsonl.
 
   Each line is flushed and fsync'ed, so an interrupted run keeps everything it
-  logged. TensorBoard scalars are written too when tensorboardX is installed.
+  logged. TensorBoard scalars are written too when tensorboardX is installed,
+  one TensorBoard run per population member (``tensorboard/member_<i>``).
   """
 
   def __init__(self, workdir: pathlib.Path):
     self.path = workdir / "metrics.jsonl"
     self._file = open(self.path, "a")
+    self._tensorboard_dir = workdir / "tensorboard"
+    self._tb = {}
     try:
       from tensorboardX import SummaryWriter  # optional: pip install gr_jax[tensorboard]
 
-      self._tb = SummaryWriter(str(workdir / "tensorboard"))
+      self._summary_writer = SummaryWriter
     except ImportError:
-      self._tb = None
+      self._summary_writer = None
 
   def truncate_after(self, step: int) -> None:
     """Drops lines of steps after ``step`` (a resumed run logs them again, identically)."""
@@ -207,20 +188,26 @@ class MetricsWriter:
     write_text_atomic(self.path, "".join(line + "\n" for line in kept))
     self._file = open(self.path, "a")
 
-  def write(self, step: int, split: str, **metrics: float) -> None:
-    record = {"step": int(step), "split": split, **{k: float(v) for k, v in metrics.items()}}
+  def write(self, step: int, split: str, member: int | None = None, **metrics: float) -> None:
+    record = {"step": int(step), "split": split}
+    if member is not None:
+      record["member"] = int(member)
+    record.update({k: float(v) for k, v in metrics.items()})
     self._file.write(json.dumps(record) + "\n")
     self._file.flush()
     os.fsync(self._file.fileno())
-    if self._tb is not None:
+    if self._summary_writer is not None:
+      if member not in self._tb:
+        run = self._tensorboard_dir / (f"member_{member}" if member is not None else "")
+        self._tb[member] = self._summary_writer(str(run))
       for name, value in metrics.items():
-        self._tb.add_scalar(f"{split}/{name}", float(value), int(step))
-      self._tb.flush()
+        self._tb[member].add_scalar(f"{split}/{name}", float(value), int(step))
+      self._tb[member].flush()
 
   def close(self) -> None:
     self._file.close()
-    if self._tb is not None:
-      self._tb.close()
+    for writer in self._tb.values():
+      writer.close()
 
 
 class Checkpointer:
@@ -266,13 +253,24 @@ class Checkpointer:
 SAFE_TO_CHANGE = frozenset({
     "log_every", "eval_every", "checkpoint_every", "variance_every", "mse_every", "variance_draws",
     "mse_reference_draws", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size", "data_dir",
-    "download", "cache_dir",
+    "download", "cache_dir", "steps_per_call", "population.vectorize",
 })
 MAY_GROW = ("num_steps", "num_epochs")
 
 
 def _as_json(value: Any) -> Any:
   return json.loads(json.dumps(value))
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+  """{"population": {"size": 1}} -> {"population.size": 1}."""
+  flat = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      flat.update(_flatten(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
 
 
 _LOCKS: dict[pathlib.Path, Any] = {}
@@ -318,7 +316,8 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   saved_path = path / "config.json"
   new = _as_json(config.to_dict())
   if saved_path.exists():
-    saved = json.loads(saved_path.read_text())
+    saved = _flatten(json.loads(saved_path.read_text()))
+    new = _flatten(new)
     differing = [
         f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
         for field in sorted(set(saved) | set(new))
@@ -331,7 +330,7 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
           " --workdir, or change only fields that are safe to change (logging and evaluation"
           " intervals, data paths; num_steps / num_epochs may grow)."
       )
-  write_json_atomic(saved_path, new)
+  write_json_atomic(saved_path, _as_json(config.to_dict()))
   return path
 
 
@@ -474,11 +473,12 @@ class ProgressLogger:
     self.final_seconds = None
     self._t0, self._s0 = time.perf_counter(), first_step
 
-  def log(self, step: int, **metrics: float) -> None:
+  def log(self, step: int, note: str = "", **metrics: float) -> None:
     elapsed = time.perf_counter() - self._t0
     rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
     eta = (self.last_step - step) / rate if rate > 0 else float("nan")
     final = f" (training {eta:.0f}s + final evaluation ~{self.final_seconds:.0f}s)" if self.final_seconds else ""
     eta_total = eta + (self.final_seconds or 0.0)
     values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
-    logging.info("step %d/%d  %.1f steps/s  ETA %.0fs%s  %s", step, self.last_step, rate, eta_total, final, values)
+    logging.info("step %d/%d  %.1f steps/s  ETA %.0fs%s  %s%s", step, self.last_step, rate, eta_total, final, note,
+                 values)

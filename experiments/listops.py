@@ -22,7 +22,7 @@ from absl import logging
 from flax import nnx
 from ml_collections import ConfigDict
 
-from experiments import common
+from experiments import common, population
 from gr_jax.data import listops
 from gr_jax.models import tree_lstm
 
@@ -33,6 +33,7 @@ GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
 def validate(config: ConfigDict):
   estimator = common.check_estimator(config, straight_through_only=True)
   common.check_common(config)
+  population.check(config, HYPERPARAMETERS)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   common.require_int(config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)")
   common.require_int(config, "num_epochs", "num_train_examples", "eval_batch_size", minimum=1)
@@ -99,158 +100,186 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
   return data
 
 
-def make_model(config: ConfigDict) -> tree_lstm.GumbelTreeLSTM:
+PAPER_LEARNING_RATES = tuple(round(0.1 * k, 1) for k in range(1, 11))  # {0.1, 0.2, ..., 1.0}
+HYPERPARAMETERS = ("learning_rate", "weight_decay", "tau")
+
+
+def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
+  """Member ``index`` of the paper's ListOps protocol (appendix D.3): its learning-rate grid times seeds.
+
+  Member i trains with learning rate {0.1, ..., 1.0}[i mod 10] and seed
+  config.seed + i // 10 (a population of 50 is the grid times 5 seeds).
+  """
+  del search_seed  # a grid: nothing is drawn
+  return config.seed + index // len(PAPER_LEARNING_RATES), {
+      "learning_rate": PAPER_LEARNING_RATES[index % len(PAPER_LEARNING_RATES)]}
+
+
+def make_model(config: ConfigDict, rngs: nnx.Rngs) -> tree_lstm.GumbelTreeLSTM:
   return tree_lstm.GumbelTreeLSTM(
       len(listops.VOCAB),
       listops.NUM_CLASSES,
       embed_dim=config.embed_dim,
       hidden_dim=config.hidden_dim,
       classifier_hidden_dim=config.classifier_hidden_dim,
-      rngs=nnx.Rngs(config.seed),
+      rngs=rngs,
   )
 
 
-class Trainer:
+def make_optimizer(config: ConfigDict):
+  """Plain SGD with weight decay (and, opt-in, global-norm clipping); hyperparameters as data."""
+  clip = [optax.clip_by_global_norm(config.grad_clip_norm)] if config.grad_clip_norm else []
+
+  @optax.inject_hyperparams
+  def sgd(learning_rate, weight_decay):
+    return optax.chain(*clip, optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate))
+
+  return sgd
+
+
+class ListOpsTask:
+  """The Tree-LSTM's pure functions of one member, for :class:`experiments.population.Trainer`."""
 
   def __init__(self, config: ConfigDict, estimator):
     self.config, self.estimator = config, estimator
-    self.graphdef, state = nnx.split(make_model(config))
-    self.init_params = nnx.to_pure_dict(state)
-    clip = [optax.clip_by_global_norm(config.grad_clip_norm)] if config.grad_clip_norm else []
-    self.optimizer = optax.chain(
-        *clip, optax.add_decayed_weights(config.weight_decay), optax.sgd(config.learning_rate)
-    )
+    self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
+    self.make_optimizer = make_optimizer(config)
+    # Only the update rule is used: the hyperparameters come from the optimizer state.
+    self.optimizer = self.make_optimizer(learning_rate=0.0, weight_decay=0.0)
     self.tau_at = common.tau_schedule(config)
-    self.train_step = jax.jit(self._train_step, donate_argnums=0)
-    self.predict = jax.jit(self._predict)
 
-  def init_state(self):
-    return {
-        "params": self.init_params,
-        "opt_state": self.optimizer.init(self.init_params),
-        # Model selection so far: the best validation epoch and its correct counts
-        # (integers: accuracies are exact fractions of the splits).
-        "best": {"valid": jnp.asarray(-1), "test": jnp.asarray(0), "epoch": jnp.asarray(0)},
-    }
+  def init_member(self, key, hyperparameters, seed):
+    del seed
+    params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
+    optimizer = self.make_optimizer(learning_rate=hyperparameters["learning_rate"],
+                                    weight_decay=hyperparameters["weight_decay"])
+    return {"params": params, "opt_state": optimizer.init(params)}
 
-  def _loss(self, params, tokens, lengths, labels, key, tau):
+  @staticmethod
+  def records(size: int) -> dict:
+    """Model selection so far, per member: the best validation epoch and its correct counts
+    (integers: accuracies are exact fractions of the splits)."""
+    return {"best_valid": np.full(size, -1, np.int32), "best_test": np.zeros(size, np.int32),
+            "best_epoch": np.zeros(size, np.int32)}
+
+  def loss(self, params, tokens, lengths, labels, key, tau):
     select = lambda select_key, merge_logits: self.estimator(select_key, merge_logits, tau=tau)
     logits = nnx.merge(self.graphdef, params)(tokens, lengths, key, select)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
     return loss, jnp.mean(jnp.argmax(logits, -1) == labels)
 
-  def _train_step(self, state, tokens, lengths, labels, key, step):
-    (loss, accuracy), grads = jax.value_and_grad(self._loss, has_aux=True)(
-        state["params"], tokens, lengths, labels, key, self.tau_at(step)
+  def train_step(self, member, hyperparameters, batch, key, step):
+    tau = self.tau_at(hyperparameters["tau"], step)
+    (loss, accuracy), grads = jax.value_and_grad(self.loss, has_aux=True)(
+        member["params"], batch["tokens"], batch["lengths"], batch["labels"], key, tau
     )
-    updates, opt_state = self.optimizer.update(grads, state["opt_state"], state["params"])
-    params = optax.apply_updates(state["params"], updates)
-    return {**state, "params": params, "opt_state": opt_state}, loss, accuracy
+    updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
+    params = optax.apply_updates(member["params"], updates)
+    return {"params": params, "opt_state": opt_state}, {"loss": loss, "accuracy": accuracy, "tau": tau}
 
-  def _predict(self, params, tokens, lengths):
+  def predict(self, params, tokens, lengths):
     logits = nnx.merge(self.graphdef, params)(tokens, lengths, jax.random.key(0))
     return jnp.argmax(logits, -1)
 
-  def correct(self, params, batch: listops.Batch) -> int:
-    """Greedy parses classified correctly over a split, in fixed-size (padded) eval batches."""
-    size = self.config.eval_batch_size
-    correct = 0
-    for start in range(0, len(batch.labels), size):
-      rows = np.arange(start, start + size) % len(batch.labels)  # pad by wrapping
-      predictions = np.asarray(self.predict(params, batch.tokens[rows], batch.lengths[rows]))
-      count = min(size, len(batch.labels) - start)
-      correct += int(np.sum(predictions[:count] == batch.labels[rows][:count]))
-    return correct
+
+def _as_arrays(batch: listops.Batch) -> dict[str, np.ndarray]:
+  return {"tokens": batch.tokens, "lengths": batch.lengths, "labels": batch.labels}
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
-  """Trains the Gumbel Tree-LSTM on ListOps (resuming from workdir), selects the epoch on validation.
+  """Trains a population of Gumbel Tree-LSTMs (one by default) on ListOps, selecting on validation.
 
   Plain SGD for ``num_epochs`` epochs of ``batch_size`` examples of length <=
-  ``max_length``; after each epoch the greedy-parse accuracy on the validation
-  and test sets is logged and a checkpoint saved. A non-finite loss stops the
-  run (the best epoch so far stands, ``diverged_at_step`` records it).
+  ``max_length``; after each epoch the greedy-parse accuracy of every member on
+  the validation and test sets is logged and a checkpoint saved. A member whose
+  loss is not finite is frozen (its best epoch so far stands, its
+  ``diverged_at_step`` is recorded); the others go on. Each member reports the
+  test accuracy of its best validation epoch, and the population reports the
+  member with the best validation accuracy (model selection on validation only).
 
   Returns:
-    The results written to ``workdir/results.json``: the best validation
-    epoch's accuracies (exact fractions of the splits), the configuration and
-    the number of training examples requested and kept.
+    The results written to ``workdir/results.json``.
   """
   estimator = validate(config)
+  chosen = population.members(config, HYPERPARAMETERS, paper_search)
+  population.check_schedule_floor(config, chosen)
   data = load_data(config)
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
   path = common.prepare_workdir(workdir, config)
-  batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
-  num_steps = config.num_epochs * batches.steps_per_epoch
+  steps_per_epoch = len(data["train"]) // config.batch_size
+  num_steps = config.num_epochs * steps_per_epoch
   finished = common.finished_results(path, num_steps)
   if finished is not None:
     return finished
-  trainer = Trainer(config, estimator)
-  stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
-  checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
-  train_key = jax.random.fold_in(jax.random.key(config.seed), 1)
-  progress = common.ProgressLogger(start, num_steps)
+  task = ListOpsTask(config, estimator)
   train = encoded["train"]
+  trainer = population.Trainer(
+      population.Task(task.init_member, task.train_step, _as_arrays(train), config.batch_size, num_steps,
+                      task.records),
+      config, chosen,
+  )
   num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
-  diverged_at = None
-  logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps",
-               len(train.labels), num_valid, num_test, config.max_length, num_steps)
-  for step in range(start + 1, num_steps + 1):
-    if stop.requested:
-      stop.stop(checkpointer, writer, step - 1, state)
-    rows = batches.indices(step - 1)
-    state, loss, accuracy = trainer.train_step(
-        state, train.tokens[rows], train.lengths[rows], train.labels[rows], jax.random.fold_in(train_key, step),
-        step,
-    )
-    if config.log_every and step % config.log_every == 0:
-      progress.log(step, loss=float(loss), accuracy=float(accuracy))
-      writer.write(step, "train", loss=float(loss), accuracy=float(accuracy), tau=float(trainer.tau_at(step)))
-    if step % batches.steps_per_epoch == 0:
-      epoch = step // batches.steps_per_epoch
-      if not np.isfinite(float(loss)):
-        # The parameters are no longer finite: stop; the best epoch so far stands.
-        diverged_at = step
-        logging.error("training diverged (loss %s) by step %d; stopping. Lower"
-                      " --config.learning_rate or set --config.grad_clip_norm.", float(loss), step)
-        break
-      valid_correct = trainer.correct(state["params"], encoded["valid"])
-      test_correct = trainer.correct(state["params"], encoded["test"])
-      valid_acc, test_acc = valid_correct / num_valid, test_correct / num_test
-      writer.write(step, "valid", accuracy=valid_acc, epoch=epoch)
-      writer.write(step, "test", accuracy=test_acc, epoch=epoch)
-      logging.info("epoch %d: valid %.4f test %.4f", epoch, valid_acc, test_acc)
-      if valid_correct > int(state["best"]["valid"]):
-        state["best"] = {"valid": jnp.asarray(valid_correct), "test": jnp.asarray(test_correct),
-                         "epoch": jnp.asarray(epoch)}
-      checkpointer.save(step, state)
-    elif config.checkpoint_every and step % config.checkpoint_every == 0:
-      checkpointer.save(step, state)
-  stop.restore()  # Ctrl-C during the final evaluation stops at once
-  if diverged_at is None:
-    checkpointer.save(num_steps, state)
-  best_valid, best_test = max(0, int(state["best"]["valid"])), int(state["best"]["test"])
-  results = {
-      "valid_accuracy": best_valid / num_valid,
-      "test_accuracy": best_test / num_test,
-      "valid_correct": f"{best_valid}/{num_valid}",
-      "test_correct": f"{best_test}/{num_test}",
-      "best_epoch": int(state["best"]["epoch"]),
+  logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps", len(train.labels), num_valid,
+               num_test, config.max_length, num_steps)
+  predict = jax.jit(trainer.parallel(task.predict, shared=2))
+
+  def correct(params, batch: listops.Batch) -> np.ndarray:
+    """``[P]`` greedy parses classified correctly over a split, in fixed-size (padded) eval batches."""
+    size = config.eval_batch_size
+    counts = np.zeros(trainer.size, np.int64)
+    for start in range(0, len(batch.labels), size):
+      rows = np.arange(start, start + size) % len(batch.labels)  # pad by wrapping
+      predictions = population.to_host(predict(params, batch.tokens[rows], batch.lengths[rows]))
+      count = min(size, len(batch.labels) - start)
+      counts += np.sum(predictions[:, :count] == batch.labels[rows][:count], axis=1)
+    return counts
+
+  run = population.Run(trainer, path, log_names=("loss", "accuracy"))
+
+  def evaluate_epoch(step, state):
+    epoch = step // steps_per_epoch
+    params = state["members"]["params"]
+    valid_correct, test_correct = correct(params, encoded["valid"]), correct(params, encoded["test"])
+    run.write(step, "valid", {"accuracy": valid_correct / num_valid, "epoch": np.full(trainer.size, epoch)})
+    run.write(step, "test", {"accuracy": test_correct / num_test, "epoch": np.full(trainer.size, epoch)})
+    logging.info("epoch %d: valid %s test %s", epoch, population.describe(valid_correct / num_valid),
+                 population.describe(test_correct / num_test))
+    records = population.to_host(state["records"])
+    # A diverged member's best epoch so far stands.
+    better = population.to_host(state["alive"]) & (valid_correct > records["best_valid"])
+    records = {
+        "best_valid": np.where(better, valid_correct, records["best_valid"]).astype(np.int32),
+        "best_test": np.where(better, test_correct, records["best_test"]).astype(np.int32),
+        "best_epoch": np.where(better, epoch, records["best_epoch"]).astype(np.int32),
+    }
+    return {**state, "records": jax.device_put(records, state["alive"].sharding)}
+
+  state = run.train([population.Hook(steps_per_epoch, evaluate_epoch)])
+  records = population.to_host(state["records"])
+  diverged_at = population.to_host(state["diverged_at"])
+  reports = []
+  for i, member in enumerate(chosen):
+    best_valid, best_test = max(0, int(records["best_valid"][i])), int(records["best_test"][i])
+    reports.append(population.member_report(member, {
+        "valid_accuracy": best_valid / num_valid,
+        "test_accuracy": best_test / num_test,
+        "valid_correct": f"{best_valid}/{num_valid}",
+        "test_correct": f"{best_test}/{num_test}",
+        "best_epoch": int(records["best_epoch"][i]),
+        "final_tau": float(task.tau_at(member.hyperparameters["tau"], num_steps)),
+    }, int(diverged_at[i])))
+  results = population.finish(path, config, reports, "valid_accuracy", "max", {
       "steps": num_steps,
+      "trained_steps": run.last_step,
       "estimator": config.estimator,
-      "tau": config.tau,
       "tau_schedule": config.tau_schedule,
-      "final_tau": float(trainer.tau_at(num_steps)),
       "batch_size": config.batch_size,
-      "learning_rate": config.learning_rate,
       "max_length": config.max_length,
-      "seed": config.seed,
+      "grad_clip_norm": config.grad_clip_norm,
       "num_train_examples_requested": config.num_train_examples,
       "num_train_examples": len(train.labels),  # kept: length <= max_length
-      "diverged_at_step": diverged_at,
-  }
-  common.write_json_atomic(path / "results.json", results)
-  logging.info("results: %s", results)
-  writer.close()
-  checkpointer.close()
+  }, columns=("valid_accuracy", "test_accuracy", "best_epoch"))
+  logging.info("results: valid %s test %s (member %s of %d)", results["valid_accuracy"],
+               results["test_accuracy"], results["selected_member"], trainer.size)
+  run.close()
   return results

@@ -8,6 +8,7 @@ discrete samples. Runs resume from their latest checkpoint in the workdir.
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax
@@ -18,7 +19,7 @@ from absl import logging
 from flax import nnx
 from ml_collections import ConfigDict
 
-from experiments import common
+from experiments import common, population
 from gr_jax import diagnostics, estimators
 from gr_jax.data import mnist
 from gr_jax.models import vae
@@ -30,6 +31,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   """Checks the config before any compute; ConfigError names the field."""
   estimator = common.check_estimator(config, num_categories=config.arity)
   common.check_common(config)
+  population.check(config, HYPERPARAMETERS)
   try:
     vae.log2_arity(config.arity)
   except ValueError:
@@ -60,53 +62,75 @@ def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
   return data
 
 
-def make_model(config: ConfigDict) -> vae.DiscreteVAE:
+PAPER_LEARNING_RATES = tuple(k * 1e-4 for k in range(5, 51))  # {5, 6, ..., 50} x 1e-4
+PAPER_WEIGHT_DECAYS = (0.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
+
+
+def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
+  """Member ``index`` of the paper's random search (appendix D.2): its seed and draws.
+
+  Learning rate from {5, 6, ..., 50} x 1e-4, momentum uniform in (0, 1),
+  weight decay from {0, 1e-1, ..., 1e-6}, tau uniform in [0.1, 1]; each member
+  draws from its own generator (search_seed, index), so slices of a job array
+  draw what one job would.
+  """
+  rng = np.random.default_rng([search_seed, index])
+  drawn = {
+      "learning_rate": float(rng.choice(PAPER_LEARNING_RATES)),
+      "momentum": float(rng.uniform(0.0, 1.0)),
+      "weight_decay": float(rng.choice(PAPER_WEIGHT_DECAYS)),
+      "tau": float(rng.uniform(0.1, 1.0)),
+  }
+  return config.seed + index, drawn
+
+
+def make_model(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
   return vae.DiscreteVAE(
       config.num_vars,
       config.arity,
       encoder_widths=tuple(config.encoder_widths),
       decoder_widths=tuple(config.decoder_widths),
       activation=config.activation,
-      rngs=nnx.Rngs(config.seed),
+      rngs=rngs,
   )
 
 
-def make_optimizer(config: ConfigDict) -> optax.GradientTransformation:
-  return optax.chain(
-      optax.add_decayed_weights(config.weight_decay),
-      optax.sgd(config.learning_rate, momentum=config.momentum or None),
-  )
+@optax.inject_hyperparams
+def make_optimizer(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
+  """SGD with momentum and weight decay; the hyperparameters live in the optimizer state (data)."""
+  return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum=momentum))
 
 
-class Trainer:
-  """Pure, jitted functions of the parameters (a pure dict) for one config."""
+def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
+  return {k: hyperparameters[k] for k in ("learning_rate", "momentum", "weight_decay")}
 
-  report_every_seconds = 30.0
+
+class VAETask:
+  """The VAE's pure functions of one member, for :class:`experiments.population.Trainer`."""
 
   def __init__(self, config: ConfigDict, estimator: estimators.Estimator):
     self.config, self.estimator = config, estimator
-    model = make_model(config)
-    self.graphdef, state = nnx.split(model)
-    self.init_params = nnx.to_pure_dict(state)
-    self.optimizer = make_optimizer(config)
+    self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.tau_at = common.tau_schedule(config)
-    self.train_step = jax.jit(self._train_step, donate_argnums=0)
-    self.iwae = jax.jit(self._iwae, static_argnums=3)
-    self.encoder_grad_stats = jax.jit(self._encoder_grad_stats, static_argnums=4)
     self.reinforce = estimators.get("reinforce")
+    # Only the optimizer's update rule is used: the hyperparameters come from its state.
+    self.optimizer = make_optimizer(learning_rate=0.0, momentum=0.0, weight_decay=0.0)
 
   def model(self, params) -> vae.DiscreteVAE:
     return nnx.merge(self.graphdef, params)
 
-  def init_state(self):
+  def init_member(self, key, hyperparameters, seed):
+    del seed
+    params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
     return {
-        "params": self.init_params,
-        "opt_state": self.optimizer.init(self.init_params),
+        "params": params,
+        "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
         "baseline": self.baseline.init(),
     }
 
-  def _loss(self, params, x, key, baseline_mean, tau, estimator=None):
+  def loss(self, params, x, key, baseline_mean, tau, estimator=None):
     estimator = estimator or self.estimator
     bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, tau)
     loss = -jnp.mean(bound)
@@ -115,54 +139,90 @@ class Trainer:
       objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
     return objective, bound
 
-  def _train_step(self, state, x, key, step):
-    tau = self.tau_at(step)
-    grads, bound = jax.grad(self._loss, has_aux=True)(state["params"], x, key, state["baseline"].mean, tau)
-    updates, opt_state = self.optimizer.update(grads, state["opt_state"], state["params"])
-    new_state = {
-        "params": optax.apply_updates(state["params"], updates),
+  def train_step(self, member, hyperparameters, batch, key, step):
+    tau = self.tau_at(hyperparameters["tau"], step)
+    x = batch.astype(jnp.float32)
+    grads, bound = jax.grad(self.loss, has_aux=True)(member["params"], x, key, member["baseline"].mean, tau)
+    updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
+    new_member = {
+        "params": optax.apply_updates(member["params"], updates),
         "opt_state": opt_state,
-        "baseline": self.baseline.update(state["baseline"], -bound),
+        "baseline": self.baseline.update(member["baseline"], -bound),
     }
-    return new_state, jnp.mean(bound)
+    return new_member, {"bound": jnp.mean(bound), "tau": tau}
 
-  def _iwae(self, params, x, key, num_samples):
+  def iwae(self, params, seed, x, salt, num_samples):
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt)
     return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size)
 
-  def _encoder_grad_stats(self, params, x, key, baseline_mean, reference: bool, step):
-    """Moments of the encoder gradient over draws of the estimator (or of REINFORCE)."""
-    estimator = self.reinforce if reference else self.estimator
-    tau = self.tau_at(step)
+  def gradient_measurements(self, params, baseline_mean, tau, seed, x, step, mse: bool):
+    """log10 trace Cov of the encoder gradient over draws (and its MSE against REINFORCE) on ``x``."""
+    tau = self.tau_at(tau, step)
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 4), step)
 
-    def encoder_grad(draw_key):
-      grads = jax.grad(self._loss, has_aux=True)(params, x, draw_key, baseline_mean, tau, estimator)[0]
-      return grads["encoder"]
+    def stats(estimator, draws, stats_key):
+      def encoder_grad(draw_key):
+        return jax.grad(self.loss, has_aux=True)(params, x, draw_key, baseline_mean, tau, estimator)[0]["encoder"]
 
-    draws = self.config.mse_reference_draws if reference else self.config.variance_draws
-    chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
-    return diagnostics.gradient_stats(encoder_grad, key, draws, chunk_size=chunk)
+      chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
+      return diagnostics.gradient_stats(encoder_grad, stats_key, draws, chunk_size=chunk)
 
-  def evaluate(self, params, images: np.ndarray, key, num_samples: int, label: str = "") -> float:
-    """Mean negative IWAE bound (nats) over ``images``, in eval batches.
+    ours = stats(self.estimator, self.config.variance_draws, key)
+    out = {"log10_grad_variance": jnp.log10(ours.trace_variance)}
+    if mse:
+      # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
+      ref = stats(self.reinforce, self.config.mse_reference_draws, jax.random.fold_in(key, 1))
+      out["log10_grad_mse"] = jnp.log10(ours.mse(ref.mean, ref.trace_variance / ref.num_draws))
+      out["log10_grad_squared_bias"] = jnp.log10(ours.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
+    return out
+
+
+class Evaluator:
+  """The members' IWAE bounds and gradient measurements (jitted over the population)."""
+
+  report_every_seconds = 30.0
+
+  def __init__(self, task: VAETask, trainer: population.Trainer):
+    self.task, self.trainer = task, trainer
+    self._iwae = {}
+    self._measure = {}
+
+  def nll(self, state, images: np.ndarray, salt: int, num_samples: int, label: str = "") -> np.ndarray:
+    """``[P]`` mean negative IWAE bounds (nats) over ``images``, in eval batches.
 
     With a ``label``, a progress line (images done, rate, ETA) every
     ``report_every_seconds`` (30).
     """
-    size = self.config.eval_batch_size
-    total = 0.0
+    if num_samples not in self._iwae:
+      fn = lambda params, seed, x, salt: self.task.iwae(params, seed, x, salt, num_samples)
+      self._iwae[num_samples] = jax.jit(self.trainer.parallel(fn, shared=2))
+    iwae = self._iwae[num_samples]
+    size = self.task.config.eval_batch_size
+    total = np.zeros(self.trainer.size)
     t0 = last_report = time.perf_counter()
     for start in range(0, len(images), size):
       x = jnp.asarray(images[start : start + size], jnp.float32)
-      bounds = self.iwae(params, x, jax.random.fold_in(key, start), num_samples)
-      total += float(jnp.sum(bounds))
+      bounds = iwae(state["members"]["params"], state["seed"], x, jnp.asarray(salt * 1_000_003 + start))
+      total += population.to_host(bounds).astype(np.float64).sum(axis=1)
       now = time.perf_counter()
       if label and now - last_report > self.report_every_seconds:
         done = start + len(x)
         rate = done / (now - t0)
-        logging.info("evaluating %s (M=%d): %d/%d images, %.1f images/s, ETA %.0fs",
-                     label, num_samples, done, len(images), rate, (len(images) - done) / rate)
+        logging.info("evaluating %s (M=%d, %d member%s): %d/%d images, %.1f images/s, ETA %.0fs", label,
+                     num_samples, self.trainer.size, "s" * (self.trainer.size > 1), done, len(images), rate,
+                     (len(images) - done) / rate)
         last_report = now
     return -total / len(images)
+
+  def gradient_measurements(self, state, x, step: int, mse: bool) -> dict[str, np.ndarray]:
+    if mse not in self._measure:
+      fn = lambda params, mean, tau, seed, x, step: self.task.gradient_measurements(params, mean, tau, seed, x, step,
+                                                                                     mse)
+      self._measure[mse] = jax.jit(self.trainer.parallel(fn, shared=2))
+    members = state["members"]
+    out = self._measure[mse](members["params"], members["baseline"].mean, state["hyperparameters"]["tau"],
+                             state["seed"], x, jnp.asarray(step))
+    return population.to_host(out)
 
 
 def _eval_subset(images: np.ndarray, count: int, seed: int) -> np.ndarray:
@@ -173,99 +233,90 @@ def _eval_subset(images: np.ndarray, count: int, seed: int) -> np.ndarray:
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
-  """Trains the discrete VAE (resuming from workdir's latest checkpoint) and evaluates it.
+  """Trains a population of discrete VAEs (one by default), resuming from workdir, and evaluates them.
 
   SGD with momentum on the single-sample bound for ``num_steps`` steps; every
   ``variance_every`` / ``mse_every`` steps the encoder gradient's variance (and
   MSE against REINFORCE) on a fixed batch; every ``eval_every`` steps a cheap
   validation bound; at the end the IWAE bound with ``num_eval_samples`` on the
-  validation and test sets.
+  validation and test sets, for every member. The member with the best
+  validation bound is the reported one (the paper's model selection).
 
   Returns:
     The results written to ``workdir/results.json``.
   """
   estimator = validate(config)
+  chosen = population.members(config, HYPERPARAMETERS, paper_search)
+  population.check_schedule_floor(config, chosen)
   data = load_data(config)
   path = common.prepare_workdir(workdir, config)
   finished = common.finished_results(path, config.num_steps)
   if finished is not None:
     return finished
-  trainer = Trainer(config, estimator)
-  batches = common.EpochBatches(len(data["train"]), config.batch_size, config.seed)
-  stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
-  checkpointer, writer, state, start = common.start_or_resume(path, trainer.init_state())
-  root_key = jax.random.key(config.seed)
-  train_key, eval_key, variance_key, final_key = (jax.random.fold_in(root_key, i) for i in range(1, 5))
+  task = VAETask(config, estimator)
+  trainer = population.Trainer(
+      population.Task(task.init_member, task.train_step, data["train"], config.batch_size, config.num_steps),
+      config, chosen,
+  )
+  evaluator = Evaluator(task, trainer)
   valid = _eval_subset(data["valid"], config.num_eval_examples, config.seed)
   test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
-  fixed_rows = common.EpochBatches(len(data["train"]), config.batch_size, config.seed + 1).indices(0)
+  fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[: config.batch_size]
   fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
-  progress = common.ProgressLogger(start, config.num_steps)
-  for step in range(start + 1, config.num_steps + 1):
-    if stop.requested:
-      stop.stop(checkpointer, writer, step - 1, state)
-    x = jnp.asarray(data["train"][batches.indices(step - 1)], jnp.float32)
-    state, bound = trainer.train_step(state, x, jax.random.fold_in(train_key, step), step)
-    if (config.log_every and step % config.log_every == 0) or step == config.num_steps:
-      progress.log(step, train_bound=float(bound))
-      writer.write(step, "train", bound=float(bound), epoch=step / batches.steps_per_epoch,
-                   tau=float(trainer.tau_at(step)))
-    measure_variance = config.variance_every and step % config.variance_every == 0
-    measure_mse = config.mse_every and step % config.mse_every == 0
-    if measure_variance or measure_mse:
-      t0 = time.perf_counter()
-      logging.info("step %d: measuring the encoder gradient's variance%s (%d draws)", step,
-                   " and MSE" if measure_mse else "", config.variance_draws)
-      args = (state["params"], fixed_batch, jax.random.fold_in(variance_key, step), state["baseline"].mean)
-      stats = trainer.encoder_grad_stats(*args, False, step)
-      metrics = {"log10_grad_variance": diagnostics.log10(stats.trace_variance)}
-      if measure_mse:
-        # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
-        ref = trainer.encoder_grad_stats(*args[:2], jax.random.fold_in(variance_key, -step % 2**31), args[3], True, step)
-        metrics["log10_grad_mse"] = diagnostics.log10(stats.mse(ref.mean, ref.trace_variance / ref.num_draws))
-        metrics["log10_grad_squared_bias"] = diagnostics.log10(stats.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
-      writer.write(step, "train", **metrics)
-      logging.info("step %d: %s (%.0fs)", step, " ".join(f"{k}={v:.3f}" for k, v in metrics.items()),
-                   time.perf_counter() - t0)
-    if config.eval_every and step % config.eval_every == 0 and step != config.num_steps:
-      t0 = time.perf_counter()
-      nll = trainer.evaluate(state["params"], valid, jax.random.fold_in(eval_key, step), config.periodic_eval_samples,
-                             "valid")
-      # The IWAE cost is linear in images x M: extrapolate the final evaluation's.
-      seconds_per_unit = (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
-      progress.final_seconds = seconds_per_unit * (len(valid) + len(test)) * config.num_eval_samples
-      writer.write(step, "valid", nll=nll, num_samples=config.periodic_eval_samples)
-      logging.info("step %d valid nll (M=%d) %.3f", step, config.periodic_eval_samples, nll)
-    if config.checkpoint_every and step % config.checkpoint_every == 0:
-      checkpointer.save(step, state)
-  stop.restore()  # Ctrl-C during the final evaluation stops at once
-  checkpointer.save(config.num_steps, state)
-  logging.info("final evaluation: IWAE bound with M=%d on %d valid and %d test images",
-               config.num_eval_samples, len(valid), len(test))
+  run = population.Run(trainer, path, log_names=("bound",))
+
+  def measure(step, state):
+    mse = bool(config.mse_every) and step % config.mse_every == 0
+    if not (mse or (config.variance_every and step % config.variance_every == 0)):
+      return
+    t0 = time.perf_counter()
+    logging.info("step %d: measuring the encoder gradient's variance%s (%d draws)", step, " and MSE" * mse,
+                 config.variance_draws)
+    metrics = evaluator.gradient_measurements(state, fixed_batch, step, mse)
+    run.write(step, "train", metrics)
+    logging.info("step %d: %s (%.0fs)", step, " ".join(f"{k}={np.mean(v):.3f}" for k, v in metrics.items()),
+                 time.perf_counter() - t0)
+
+  def periodic_eval(step, state):
+    t0 = time.perf_counter()
+    nll = evaluator.nll(state, valid, step, config.periodic_eval_samples, "valid")
+    # The IWAE cost is linear in images x M: extrapolate the final evaluation's.
+    seconds_per_unit = (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
+    run.progress.final_seconds = seconds_per_unit * (len(valid) + len(test)) * config.num_eval_samples
+    run.write(step, "valid", {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)})
+    logging.info("step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, population.describe(nll))
+
+  measure_every = math.gcd(config.variance_every, config.mse_every)
+  hooks = [population.Hook(measure_every, measure), population.Hook(config.eval_every, periodic_eval, False)]
+  state = run.train(hooks)
+  logging.info("final evaluation: IWAE bound with M=%d on %d valid and %d test images", config.num_eval_samples,
+               len(valid), len(test))
   t0 = time.perf_counter()
-  results = {
-      "valid_nll": trainer.evaluate(state["params"], valid, jax.random.fold_in(final_key, 0), config.num_eval_samples,
-                                    "valid"),
-      "test_nll": trainer.evaluate(state["params"], test, jax.random.fold_in(final_key, 1), config.num_eval_samples,
-                                   "test"),
+  nll = {
+      "valid": evaluator.nll(state, valid, -1, config.num_eval_samples, "valid"),
+      "test": evaluator.nll(state, test, -2, config.num_eval_samples, "test"),
   }
   eval_seconds = time.perf_counter() - t0
   for split in ("valid", "test"):
-    writer.write(config.num_steps, split, nll=results[f"{split}_nll"], num_samples=config.num_eval_samples)
-  results.update(
-      steps=config.num_steps,
-      estimator=config.estimator,
-      tau=config.tau,
-      tau_schedule=config.tau_schedule,
-      final_tau=float(trainer.tau_at(config.num_steps)),
-      batch_size=config.batch_size,
-      seed=config.seed,
-      num_eval_samples=config.num_eval_samples,
-      num_eval_examples=len(test),
-      final_eval_seconds=eval_seconds,
-  )
-  common.write_json_atomic(path / "results.json", results)
-  logging.info("results: %s", results)
-  writer.close()
-  checkpointer.close()
+    run.write(run.last_step, split, {"nll": nll[split], "num_samples": np.full(trainer.size, config.num_eval_samples)})
+  diverged_at = population.to_host(state["diverged_at"])
+  reports = [
+      population.member_report(member, {"valid_nll": float(nll["valid"][i]), "test_nll": float(nll["test"][i]),
+                                        "final_tau": float(task.tau_at(member.hyperparameters["tau"], run.last_step))},
+                               int(diverged_at[i]))
+      for i, member in enumerate(chosen)
+  ]
+  results = population.finish(path, config, reports, "valid_nll", "min", {
+      "steps": config.num_steps,
+      "trained_steps": run.last_step,
+      "estimator": config.estimator,
+      "tau_schedule": config.tau_schedule,
+      "batch_size": config.batch_size,
+      "num_eval_samples": config.num_eval_samples,
+      "num_eval_examples": len(test),
+      "final_eval_seconds": eval_seconds,
+  }, columns=("valid_nll", "test_nll"))
+  logging.info("results: valid_nll %s test_nll %s (member %s of %d)", results["valid_nll"], results["test_nll"],
+               results["selected_member"], trainer.size)
+  run.close()
   return results

@@ -12,6 +12,7 @@ import statistics
 import time
 
 import jax
+import jax.numpy as jnp
 from absl import app, flags
 
 from configs import listops_common
@@ -26,16 +27,19 @@ _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed steps (median reported).")
 def _step_seconds(length: int, estimator: str, repeats: int) -> float:
   config = listops_common.listops_config(length)
   config.estimator = estimator
-  trainer = listops_experiment.Trainer(config, common.check_estimator(config))
+  task = listops_experiment.ListOpsTask(config, common.check_estimator(config))
+  hyperparameters = {k: jnp.float32(config[k]) for k in listops_experiment.HYPERPARAMETERS}
+  train_step = jax.jit(task.train_step, donate_argnums=0)
   examples = listops.subset([listops.parse_line(l) for l in listops.generate(4000, seed=0)], length)
   # Full-length sequences first: the step's cost does not depend on the lengths (fixed padding).
-  batch = listops.encode(examples[:length], length)
-  state = trainer.init_state()
+  encoded = listops.encode(examples[:length], length)
+  batch = {"tokens": encoded.tokens, "lengths": encoded.lengths, "labels": encoded.labels}
+  state = task.init_member(jax.random.key(0), hyperparameters, 0)
   times = []
   for i in range(repeats + 2):
     start = time.perf_counter()
-    state, loss, _ = trainer.train_step(state, batch.tokens, batch.lengths, batch.labels, jax.random.key(i), i)
-    jax.block_until_ready(loss)
+    state, metrics = train_step(state, hyperparameters, batch, jax.random.key(i), i)
+    jax.block_until_ready(metrics)
     if i >= 2:  # after compilation and one warm step
       times.append(time.perf_counter() - start)
   return statistics.median(times)

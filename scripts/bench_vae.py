@@ -51,16 +51,19 @@ def main(argv):
     for name in _ESTIMATORS.value:
       config = vae_16ary.get_config()
       config.estimator, config.batch_size = name, batch_size
-      trainer = vae.Trainer(config, vae.validate(config))
-      holder = {"state": trainer.init_state(), "step": 0}
+      task = vae.VAETask(config, vae.validate(config))
+      hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
+      train_step = jax.jit(task.train_step, donate_argnums=0)
+      holder = {"state": task.init_member(jax.random.key(0), hyperparameters, 0), "step": 0}
 
       def step():
         holder["step"] += 1
-        holder["state"], bound = trainer.train_step(holder["state"], x, jax.random.key(holder["step"]), holder["step"])
-        jax.block_until_ready(bound)
+        holder["state"], metrics = train_step(holder["state"], hyperparameters, x, jax.random.key(holder["step"]),
+                                              holder["step"])
+        jax.block_until_ready(metrics)
 
       ms = 1e3 * _median_seconds(step, _REPEATS.value)
-      compiles = trainer.train_step._cache_size()
+      compiles = train_step._cache_size()
       row = f"{batch_size:>4} {name:<10} {ms:>9.2f} {1e3 / ms:>8.1f}"
       if name == "st_gs":
         stgs_ms = ms
@@ -73,12 +76,19 @@ def main(argv):
       print(row + f"   (train step compiled {compiles}x)", flush=True)
 
   config = vae_16ary.get_config()
-  trainer = vae.Trainer(config, vae.validate(config))
+  task = vae.VAETask(config, vae.validate(config))
+  params = task.init_member(jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0)["params"]
+  iwae = jax.jit(task.iwae, static_argnums=4)
   images = _TEST_SIZE if _EVAL_IMAGES.value < 0 else _EVAL_IMAGES.value
-  test = (rng.random((images, 784)) < 0.13).astype(np.uint8)
-  trainer.evaluate(trainer.init_params, test[: config.eval_batch_size], jax.random.key(0), 5000)  # compile
+  test = (rng.random((images, 784)) < 0.13).astype(np.float32)
+
+  def evaluate():
+    for start in range(0, len(test), config.eval_batch_size):
+      jax.block_until_ready(iwae(params, 0, test[start : start + config.eval_batch_size], start, 5000))
+
+  iwae(params, 0, test[: config.eval_batch_size], 0, 5000)  # compile
   start = time.perf_counter()
-  trainer.evaluate(trainer.init_params, test, jax.random.key(1), 5000)
+  evaluate()
   seconds = time.perf_counter() - start
   if images == _TEST_SIZE:
     print(f"\ntest evaluation, M = 5000, 10000 images: {seconds:.1f} s")

@@ -39,6 +39,7 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import orbax.checkpoint as ocp
 from absl import app, flags
 from ml_collections import ConfigDict
@@ -61,6 +62,7 @@ _VAE_WORKDIR = flags.DEFINE_string("vae_workdir", "", "A trained 16-ary VAE work
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "Binarized MNIST directory (for the VAE batch).")
 _VAE_DRAWS = flags.DEFINE_integer("vae_draws", 200, "Estimator draws of the VAE encoder gradient.")
 _REFERENCE_DRAWS = flags.DEFINE_integer("reference_draws", 20_000, "REINFORCE draws of the VAE reference.")
+_VAE_MEMBER = flags.DEFINE_integer("vae_member", 0, "The population member of --vae_workdir to measure.")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where the table, JSON and figure go.")
 
 _A = np.array([[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]])
@@ -114,24 +116,47 @@ def _summary(stats, reference, reference_mean_variance):
 
 
 def _vae_setup(workdir: pathlib.Path):
+  """The config, trained parameters, REINFORCE baseline and a fixed batch of a VAE workdir's latest checkpoint.
+
+  Reads population checkpoints (member ``--vae_member``) and the single-run
+  checkpoints written before populations (params at the top level).
+  """
   saved = json.loads((workdir / "config.json").read_text())
   config = vae_16ary.get_config()
   config.update_from_flattened_dict({k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))})
   config.encoder_widths, config.decoder_widths = tuple(saved["encoder_widths"]), tuple(saved["decoder_widths"])
   steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
-  trainer = vae_experiment.Trainer(config, estimators.get("st_gs"))
-  state = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(steps[-1]) / "default").absolute(),
-                                             trainer.init_state())
+  path = (workdir / "checkpoints" / str(steps[-1]) / "default").absolute()
+  checkpointer = ocp.StandardCheckpointer()
+  task = vae_experiment.VAETask(config, estimators.get("st_gs"))
+  hyperparameters = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyperparameters, 0)
+  if "members" in checkpointer.metadata(path).item_metadata.tree:
+    size = saved.get("population", {}).get("size", 1)
+    template = jax.tree.map(lambda a: np.zeros((size, *np.shape(a)), np.asarray(a).dtype), member)
+    restored = checkpointer.restore(path, {"members": template}, partial_restore=True)["members"]
+    restored = jax.tree.map(lambda a: a[_VAE_MEMBER.value], restored)
+  else:
+    old_optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
+                                optax.sgd(config.learning_rate, momentum=config.momentum or None))
+    template = {"params": member["params"], "opt_state": old_optimizer.init(member["params"]),
+                "baseline": member["baseline"]}
+    restored = checkpointer.restore(path, template)
   data = mnist.load(_DATA_DIR.value or config.data_dir or None)
   rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
-  return config, state, jnp.asarray(data["train"][rows], jnp.float32), steps[-1]
+  x = jnp.asarray(data["train"][rows], jnp.float32)
+  return config, restored["params"], restored["baseline"].mean, x, steps[-1]
 
 
-def _vae_trainer(config: ConfigDict, name: str, tau: float, draws: int, reference_draws: int):
-  config = ConfigDict(config.to_dict())
-  config.estimator, config.tau, config.tau_schedule = name, tau, "constant"
-  config.variance_draws, config.mse_reference_draws = draws, reference_draws
-  return vae_experiment.Trainer(config, estimators.get(name))
+def _encoder_stats(config: ConfigDict, name: str, params, x, key, baseline, tau: float, draws: int):
+  """Moments of the 16-ary VAE's encoder gradient over ``draws`` draws of estimator ``name``."""
+  task = vae_experiment.VAETask(config, estimators.get(name))
+
+  def encoder_grad(draw_key):
+    return jax.grad(task.loss, has_aux=True)(params, x, draw_key, baseline, tau)[0]["encoder"]
+
+  chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
+  return jax.jit(lambda k: diagnostics.gradient_stats(encoder_grad, k, draws, chunk_size=chunk))(key), task
 
 
 def _plot(path: pathlib.Path, rows, tau):
@@ -218,25 +243,22 @@ def main(argv):
             flush=True)
       saved_path.write_text(json.dumps({**saved, **results}, indent=1) + "\n")  # resumable
   if _VAE_WORKDIR.value:
-    config, state, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
+    config, params, baseline, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
     vae_key = jax.random.key(1)
-    baseline = state["baseline"].mean
-    reference_trainer = _vae_trainer(config, "reinforce", 1.0, _VAE_DRAWS.value, _REFERENCE_DRAWS.value)
-    reference = reference_trainer.encoder_grad_stats(state["params"], x, jax.random.fold_in(vae_key, 999_999), baseline,
-                                                     True, 0)
+    reference, _ = _encoder_stats(config, "reinforce", params, x, jax.random.fold_in(vae_key, 999_999), baseline,
+                                  1.0, _REFERENCE_DRAWS.value)
     reference_mean_variance = float(reference.trace_variance) / reference.num_draws
     vae = {"checkpoint_step": step, "draws": _VAE_DRAWS.value, "reference_draws": _REFERENCE_DRAWS.value,
            "ms": {}, "stats": {}}
     for t_index, tau in enumerate(taus):
       vae["stats"][str(tau)] = {}
       for e_index, name in enumerate(n for n, e in chosen.items() if _applies(e, np.zeros((1, 16)))):
-        trainer = _vae_trainer(config, name, tau, _VAE_DRAWS.value, _REFERENCE_DRAWS.value)
-        stats = trainer.encoder_grad_stats(state["params"], x, jax.random.fold_in(vae_key, 100 * t_index + e_index),
-                                           baseline, False, 0)
+        stats, task = _encoder_stats(config, name, params, x, jax.random.fold_in(vae_key, 100 * t_index + e_index),
+                                     baseline, tau, _VAE_DRAWS.value)
         vae["stats"][str(tau)][name] = _summary(stats, reference.mean, reference_mean_variance)
         if t_index == 0:
-          grad = jax.jit(jax.grad(lambda p, k: trainer._loss(p, x, k, baseline, tau)[0]))
-          vae["ms"][name] = median_ms(grad, state["params"], jax.random.key(2), repeats=20)
+          grad = jax.jit(jax.grad(lambda p, k: task.loss(p, x, k, baseline, tau)[0]))
+          vae["ms"][name] = median_ms(grad, params, jax.random.key(2), repeats=20)
         print("vae", tau, name, vae["stats"][str(tau)][name], vae["ms"][name], flush=True)
     results["vae"] = vae
     for tau in taus:

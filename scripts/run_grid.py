@@ -1,15 +1,19 @@
 """Runs a grid of configs (estimators x seeds [x extra values]) and writes the table.
 
-Each run is ``python -m experiments.main`` in its own workdir
-``OUT/<estimator>[_<field>=<value>]_seed<seed>``; runs that already wrote
+Configs that differ only in data-valued fields — the seed and the
+hyperparameters ``learning_rate``, ``momentum``, ``weight_decay``, ``tau`` —
+are trained together as one population (experiments/population.py): one
+``python -m experiments.main`` per estimator (and per value of any other swept
+field) in its workdir ``OUT/<estimator>[_<field>=<value>]``, with
+``population.search='lists'``. Populations that already wrote
 ``results.json`` are skipped and interrupted ones resume, so the whole grid can
 be restarted. At the end the table (mean and standard deviation over seeds of
-each numeric result) is printed and written to ``OUT/table.md`` and
-``OUT/table.json``.
+each numeric result, per setting) is printed and written to ``OUT/table.md``
+and ``OUT/table.json``.
 
-  python scripts/run_grid.py --config=configs/vae_16ary.py --out=runs/vae16 \
-      --estimators=st_gs,gr_mc10,gr_mc100 --seeds=0,1,2 --jobs=2 \
-      --set=num_steps=20000 --set=data_dir=../shared/data/binarized_mnist
+  python scripts/run_grid.py --config=configs/listops_L10.py --out=runs/listops \
+      --estimators=st_gs,gr_mc10 --seeds=0,1,2 --sweep=learning_rate=0.1,0.3,0.5,1.0 \
+      --metrics=valid_accuracy,test_accuracy --select_by=valid_accuracy
 """
 
 import concurrent.futures
@@ -39,6 +43,9 @@ _SELECT_BY = flags.DEFINE_string(
 _SELECT_MODE = flags.DEFINE_enum("select_mode", "max", ["max", "min"], "Best = max or min.")
 
 
+DATA_FIELDS = ("learning_rate", "momentum", "weight_decay", "tau")
+
+
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
   results = workdir / "results.json"
   if not results.exists():
@@ -50,22 +57,30 @@ def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
   return json.loads(results.read_text())
 
 
+def _as_list(values: list[str]) -> str:
+  return "(" + ",".join(values) + ",)"
+
+
 def main(argv):
   del argv
   out = pathlib.Path(_OUT.value)
   sweeps = [(s.split("=", 1)[0], s.split("=", 1)[1].split(",")) for s in _SWEEP.value]
+  data_sweeps = [(f, v) for f, v in sweeps if f in DATA_FIELDS]
+  program_sweeps = [(f, v) for f, v in sweeps if f not in DATA_FIELDS]
+  population_lists = [f"population.{f}={_as_list(v)}" for f, v in data_sweeps]
+  population_lists.append(f"population.seed={_as_list(_SEEDS.value)}")
   jobs = {}
   with concurrent.futures.ThreadPoolExecutor(_JOBS.value) as pool:
-    for estimator, *values, seed in itertools.product(
-        _ESTIMATORS.value, *[v for _, v in sweeps], _SEEDS.value
-    ):
-      setting = tuple(f"{name}={value}" for (name, _), value in zip(sweeps, values))
-      name = "_".join([estimator, *setting, f"seed{seed}"])
-      overrides = [*_SET.value, f"estimator={estimator}", f"seed={seed}", *setting]
-      jobs[(estimator, setting, seed)] = pool.submit(_run, out / name, overrides)
+    for estimator, *values in itertools.product(_ESTIMATORS.value, *[v for _, v in program_sweeps]):
+      setting = tuple(f"{name}={value}" for (name, _), value in zip(program_sweeps, values))
+      name = "_".join([estimator, *setting])
+      overrides = [*_SET.value, f"estimator={estimator}", *setting, "population.search=lists", *population_lists]
+      jobs[(estimator, setting)] = pool.submit(_run, out / name, overrides)
   rows = {}
-  for (estimator, setting, seed), job in jobs.items():
-    rows.setdefault((estimator, setting), []).append(job.result())
+  for (estimator, setting), job in jobs.items():
+    for member in job.result()["members"]:
+      data_setting = tuple(f"{f}={member[f]:g}" for f, _ in data_sweeps)
+      rows.setdefault((estimator, setting + data_setting), []).append(member)
   table = []
   lines = [
       f"config: {_CONFIG.value}; overrides: {' '.join(_SET.value) or '-'}",

@@ -1,4 +1,4 @@
-"""Tests of experiments/common.py: batches, metrics, checkpoints, atomic files, config checks."""
+"""Tests of experiments/common.py: metrics, checkpoints, atomic files, config checks."""
 
 import json
 import math
@@ -10,17 +10,6 @@ from ml_collections import ConfigDict
 
 from configs import listops_L10, vae_16ary
 from experiments import common
-
-
-def test_epoch_batches_are_permutations_fixed_by_seed_and_epoch():
-  batches = common.EpochBatches(num_examples=10, batch_size=3, seed=7)
-  assert batches.steps_per_epoch == 3  # the last partial batch is dropped
-  epoch0 = np.concatenate([batches.indices(s) for s in range(3)])
-  epoch1 = np.concatenate([batches.indices(s) for s in range(3, 6)])
-  assert len(set(epoch0)) == 9 and len(set(epoch1)) == 9 and not np.array_equal(epoch0, epoch1)
-  # Any step, asked in any order (a resumed run), gives the same batch.
-  np.testing.assert_array_equal(common.EpochBatches(10, 3, 7).indices(4), batches.indices(4))
-  assert not np.array_equal(common.EpochBatches(10, 3, 8).indices(0), batches.indices(0))
 
 
 def test_metrics_writer_appends_and_truncates(tmp_path):
@@ -64,9 +53,11 @@ def test_tau_schedule_exponential_decay_to_a_floor():
   schedule = common.tau_schedule(config)
   for step in (0, 9, 10, 55, 200):
     expected = max(0.3, math.exp(-0.01 * 10 * (step // 10)))
-    assert float(schedule(step)) == pytest.approx(expected, rel=1e-6)
+    assert float(schedule(1.0, step)) == pytest.approx(expected, rel=1e-6)
+    # tau is data: a member with another tau decays from its own.
+    assert float(schedule(0.5, step)) == pytest.approx(max(0.3, 0.5 * math.exp(-0.01 * 10 * (step // 10))), rel=1e-6)
   config.tau_schedule = "constant"
-  assert float(common.tau_schedule(config)(10_000)) == 1.0
+  assert float(common.tau_schedule(config)(1.0, 10_000)) == 1.0
 
 
 @pytest.mark.parametrize(

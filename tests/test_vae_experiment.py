@@ -13,7 +13,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from configs import vae_16ary
-from experiments import common, vae
+from experiments import common, population, vae
 from tests.cli import ROOT, run_main
 
 TINY = (
@@ -36,7 +36,7 @@ TINY = (
 
 def _params(workdir, step):
   restored = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(step) / "default").absolute())
-  return restored["params"]
+  return restored["members"]["params"]
 
 
 def test_two_step_run_writes_outputs(tmp_path):
@@ -174,7 +174,7 @@ def test_sigterm_saves_a_checkpoint_and_the_run_resumes(tmp_path):
   at the step reached (none was due before step 10,000), and the next start resumes there
   (and stops the same way on Ctrl-C)."""
   long_run = (*TINY, "num_steps=100000", "checkpoint_every=10000", "log_every=5", "eval_every=0",
-              "variance_every=0", "mse_every=0", "estimator=st_gs")
+              "variance_every=0", "mse_every=0", "estimator=st_gs", "steps_per_call=5")
   process = _start(tmp_path, *long_run)
   for line in process.stderr:
     if "step 10/" in line:
@@ -239,11 +239,15 @@ def test_long_evaluations_report_progress(caplog):
   config = vae_16ary.get_config()
   config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
   config.eval_batch_size = 10
-  trainer = vae.Trainer(config, vae.validate(config))
-  trainer.report_every_seconds = 0.0
+  task = vae.VAETask(config, vae.validate(config))
+  members = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  trainer = population.Trainer(population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20,
+                                               1), config, members)
+  evaluator = vae.Evaluator(task, trainer)
+  evaluator.report_every_seconds = 0.0
   images = vae.load_data(config)["test"][:40]
   with caplog.at_level("INFO"):
-    nll = trainer.evaluate(trainer.init_params, images, jax.random.key(0), 3, "test")
+    nll = evaluator.nll(trainer.init_state(), images, 0, 3, "test")
   lines = [r.getMessage() for r in caplog.records if "evaluating test" in r.getMessage()]
-  assert np.isfinite(nll) and len(lines) == 4
-  assert lines[-1].startswith("evaluating test (M=3): 40/40 images,") and "ETA 0s" in lines[-1]
+  assert nll.shape == (1,) and np.isfinite(nll).all() and len(lines) == 4
+  assert lines[-1].startswith("evaluating test (M=3, 1 member): 40/40 images,") and "ETA 0s" in lines[-1]

@@ -1,0 +1,514 @@
+"""One training loop for every experiment: a population of runs in one jitted program.
+
+A *population* is a set of training runs (members) that share the program —
+estimator, K, model widths, batch size — and differ in data: their seed and
+their hyperparameters (``learning_rate``, ``momentum``, ``weight_decay``,
+``tau``). The loop stacks the members' states on a leading member axis and runs
+blocks of ``steps_per_call`` steps in one jitted ``lax.scan``; each member's
+batches are gathered in the graph from its own per-epoch permutation of the
+training set, which sits on the device once. Per step, the members go through
+``jax.vmap`` (accelerators) or a sequential ``lax.map`` (the CPU, where XLA's
+batched matmuls are slower than separate ones): ``population.vectorize``.
+With several devices the member axis is split over them (``shard_map``); a
+single member splits its batch over them instead (data parallel).
+
+A member whose step gives a non-finite metric is frozen at its last finite
+state and its divergence step recorded; the others go on. Between blocks the
+loop logs, runs the experiment's hooks (evaluations, gradient-variance
+measurements) and saves checkpoints; SIGINT / SIGTERM stop it with a
+checkpoint, and a restarted run resumes exactly where it stopped.
+
+The paper's protocol (appendix D) is a search over such populations: the VAE's
+random search of 20 draws, ListOps' learning-rate grid times seeds
+(``population.search = "paper"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import os
+import pathlib
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import logging
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from ml_collections import ConfigDict
+
+from experiments import common
+
+# Config fields a population may vary per member (data, not program).
+HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
+SEARCHES = ("none", "paper", "lists")
+VECTORIZE = ("auto", "vmap", "map")
+AXIS = "devices"
+
+
+def population_config() -> ConfigDict:
+  """The ``population`` sub-config, shared by the experiments' configs."""
+  config = ml_collections.ConfigDict()
+  config.size = 1
+  # "none": size runs differing only in seed (seed, seed + 1, ...); "paper": the
+  # paper's search (VAE: random draws from its appendix's sets; ListOps: its
+  # learning-rate grid times seeds); "lists": every combination of the
+  # non-empty lists below (size = 1 or the number of combinations).
+  config.search = "none"
+  config.search_seed = 0
+  config.learning_rate = ()
+  config.momentum = ()
+  config.weight_decay = ()
+  config.tau = ()
+  config.seed = ()
+  # Job arrays: this job trains members [shard_index::num_shards]-th slice.
+  config.shard_index = 0
+  config.num_shards = 1
+  # "auto": a sequential lax.map over members on the CPU, jax.vmap elsewhere.
+  config.vectorize = "auto"
+  return config
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+  """One run of a population: its index in the whole population, seed and hyperparameters."""
+
+  index: int
+  seed: int
+  hyperparameters: dict[str, float]
+
+
+# A paper search: (member index, search seed, config) -> (seed, hyperparameters).
+PaperSearch = Callable[[int, int, ConfigDict], tuple[int, dict[str, float]]]
+
+_ALLOWED = {
+    "learning_rate": ("a number > 0", lambda v: v > 0),
+    "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1),
+    "weight_decay": ("a number >= 0", lambda v: v >= 0),
+    "tau": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
+}
+
+
+def _number(value: Any) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
+  """Checks ``config.population`` and ``steps_per_call`` (ConfigError names the field)."""
+  pop = config.population
+  common.require_int(config, "steps_per_call", minimum=1)
+  ok = isinstance(pop.size, int) and not isinstance(pop.size, bool) and pop.size >= 1
+  common.require(ok, "population.size", "an int >= 1", pop.size)
+  common.require(pop.search in SEARCHES, "population.search", f"one of {SEARCHES}", pop.search)
+  common.require(pop.vectorize in VECTORIZE, "population.vectorize", f"one of {VECTORIZE}", pop.vectorize)
+  common.require(isinstance(pop.search_seed, int), "population.search_seed", "an int", pop.search_seed)
+  for field in (*HYPERPARAMETERS, "seed"):
+    values = tuple(pop[field])
+    if not values:
+      continue
+    common.require(pop.search == "lists", f"population.{field}", "empty unless population.search='lists'", values)
+    if field == "seed":
+      common.require(all(isinstance(v, int) and not isinstance(v, bool) for v in values),
+                     "population.seed", "a list of ints", values)
+      continue
+    common.require(field in hyperparameters, f"population.{field}",
+                   f"empty: this experiment's hyperparameters are {tuple(hyperparameters)}", values)
+    allowed, test = _ALLOWED[field]
+    common.require(all(_number(v) and test(v) for v in values), f"population.{field}", f"a list of {allowed}s",
+                   values)
+  if pop.search == "lists":
+    lists = [tuple(pop[f]) for f in (*HYPERPARAMETERS, "seed")]
+    combinations = math.prod(len(v) for v in lists if v)
+    common.require(any(lists), "population.search", "'none' or 'paper' when every population list is empty"
+                   " (with 'lists', give e.g. --config.population.learning_rate='(0.1,0.5)')", pop.search)
+    common.require(pop.size in (1, combinations), "population.size",
+                   f"1 or {combinations} (the number of combinations of the lists)", pop.size)
+  size = population_size(config)
+  common.require(isinstance(pop.num_shards, int) and 1 <= pop.num_shards <= size, "population.num_shards",
+                 f"an int in [1, {size}] (the population's size)", pop.num_shards)
+  common.require(isinstance(pop.shard_index, int) and 0 <= pop.shard_index < pop.num_shards,
+                 "population.shard_index", f"an int in [0, {pop.num_shards - 1}]", pop.shard_index)
+
+
+def population_size(config: ConfigDict) -> int:
+  pop = config.population
+  if pop.search == "lists":
+    return math.prod(len(pop[f]) for f in (*HYPERPARAMETERS, "seed") if len(pop[f]))
+  return pop.size
+
+
+def members(config: ConfigDict, hyperparameters: Sequence[str], paper_search: PaperSearch) -> list[Member]:
+  """This job's members (all of them unless ``population.num_shards`` > 1).
+
+  Member i of the whole population has a seed and hyperparameters that depend
+  on i, the config and ``population.search_seed`` alone, so the slices of a job
+  array together make up exactly the population a single job would train.
+  """
+  pop = config.population
+  base = {name: float(config[name]) for name in hyperparameters}
+  everyone = []
+  if pop.search == "lists":
+    fields = [f for f in (*HYPERPARAMETERS, "seed") if len(pop[f])]
+    for index, values in enumerate(itertools.product(*(tuple(pop[f]) for f in fields))):
+      chosen = dict(zip(fields, values))
+      seed = int(chosen.pop("seed", config.seed))
+      everyone.append(Member(index, seed, {**base, **{k: float(v) for k, v in chosen.items()}}))
+  else:
+    for index in range(pop.size):
+      if pop.search == "paper":
+        seed, drawn = paper_search(index, pop.search_seed, config)
+        everyone.append(Member(index, seed, {**base, **drawn}))
+      else:
+        everyone.append(Member(index, config.seed + index, dict(base)))
+  return list(np.array_split(np.array(everyone, dtype=object), pop.num_shards)[pop.shard_index])
+
+
+def check_schedule_floor(config: ConfigDict, chosen: Sequence[Member]) -> None:
+  """The exponential temperature schedule's floor must not exceed any member's tau."""
+  if config.tau_schedule == "exponential" and "tau" in chosen[0].hyperparameters:
+    lowest = min(m.hyperparameters["tau"] for m in chosen)
+    common.require(isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= lowest, "tau_min",
+                   f"a number in (0, {lowest}] (the lowest member tau) with tau_schedule='exponential'",
+                   config.tau_min)
+
+
+@dataclasses.dataclass
+class Hook:
+  """Periodic work between blocks: ``run(step, state) -> state`` every ``every`` steps (0 = off).
+
+  ``state`` is the population state (see :class:`Trainer`); a hook may return
+  a new one (e.g. with updated ``records``) or None.
+  """
+
+  every: int
+  run: Callable[[int, dict], dict | None]
+  at_last_step: bool = True
+
+  def due(self, step: int, last_step: int) -> bool:
+    return bool(self.every) and step % self.every == 0 and (self.at_last_step or step != last_step)
+
+
+@dataclasses.dataclass
+class Task:
+  """What an experiment gives the loop.
+
+  Attributes:
+    init_member: ``(key, hyperparameters, seed) -> member state``, pure.
+    train_step: ``(member state, hyperparameters, batch, key, step) -> (member
+      state, metrics)`` for one member, pure; ``metrics`` is a dict of scalars
+      (every one must be finite, else the member has diverged).
+    train_data: a pytree of arrays whose leading axis is the training examples.
+    batch_size: examples per step.
+    num_steps: the run's length.
+    records: ``size -> dict of arrays [size, ...]`` the experiment's hooks keep
+      in the checkpointed state (e.g. the best validation epoch), or None.
+  """
+
+  init_member: Callable[..., Any]
+  train_step: Callable[..., tuple[Any, dict]]
+  train_data: Any
+  batch_size: int
+  num_steps: int
+  records: Callable[[int], dict] | None = None
+
+  @property
+  def num_examples(self) -> int:
+    return len(jax.tree.leaves(self.train_data)[0])
+
+  @property
+  def steps_per_epoch(self) -> int:
+    return self.num_examples // self.batch_size
+
+
+def _distributed_requested() -> bool:
+  return os.environ.get("GR_JAX_DISTRIBUTED") == "1"
+
+
+def initialize_distributed() -> None:
+  """``jax.distributed.initialize()`` when the launcher asks for it (``GR_JAX_DISTRIBUTED=1``).
+
+  On Cloud TPU pods and under SLURM / Open MPI, JAX finds the coordinator by
+  itself; elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
+  JAX_PROCESS_ID as well.
+  """
+  if _distributed_requested() and not jax.distributed.is_initialized():
+    jax.distributed.initialize()
+
+
+def to_host(tree: Any) -> Any:
+  """Numpy copies of (possibly sharded, possibly multi-host) arrays."""
+  if jax.process_count() > 1:
+    return multihost_utils.process_allgather(tree, tiled=True)
+  return jax.tree.map(np.asarray, tree)
+
+
+class Trainer:
+  """Trains the members of a population together; see the module docstring.
+
+  The population state (what is checkpointed) is a dict:
+    ``members``: the stacked member states (leading axis: member);
+    ``hyperparameters``: ``{name: [P] float32}``; ``seed``: ``[P] int32``;
+    ``alive``: ``[P] bool``; ``diverged_at``: ``[P] int32`` (-1 = never);
+    ``records``: the experiment's arrays (``Task.records``).
+  """
+
+  def __init__(self, task: Task, config: ConfigDict, chosen: Sequence[Member]):
+    self.task, self.config, self.chosen = task, config, list(chosen)
+    self.size = len(self.chosen)
+    devices = jax.devices()
+    self.mesh = Mesh(np.array(devices), (AXIS,))
+    self.member_sharded = len(devices) > 1 and self.size > 1
+    if self.member_sharded and self.size % len(devices):
+      raise common.ConfigError(
+          f"config.population.size: this job's {self.size} members do not divide evenly over its"
+          f" {len(devices)} devices; use a multiple of {len(devices)} (or population.num_shards)."
+      )
+    self.data_parallel = len(devices) > 1 and self.size == 1
+    if self.data_parallel and task.batch_size % len(devices):
+      logging.warning("batch_size %d does not divide over %d devices: the single member runs unsplit",
+                      task.batch_size, len(devices))
+      self.data_parallel = False
+    mode = config.population.vectorize
+    if mode == "auto":
+      mode = "map" if jax.default_backend() == "cpu" else "vmap"
+    self.vectorize = mode
+    replicated = NamedSharding(self.mesh, PartitionSpec())
+    self._member_sharding = NamedSharding(self.mesh, PartitionSpec(AXIS)) if self.member_sharded else replicated
+    self.train_data = jax.device_put(task.train_data, replicated)
+    self._blocks = {}
+    self._init = jax.jit(self.parallel(self._init_one), out_shardings=self._member_sharding)
+
+  # -- vectorization over members ------------------------------------------------
+
+  def over_members(self, fn: Callable) -> Callable:
+    """``fn`` of one member's arguments, applied to stacked arguments (vmap or lax.map)."""
+    if self.vectorize == "vmap":
+      return jax.vmap(fn)
+    return lambda *args: jax.lax.map(lambda a: fn(*a), args)
+
+  def parallel(self, fn: Callable, shared: int = 0) -> Callable:
+    """``fn(*member_args, *shared_args)`` applied to every member (not jitted).
+
+    The first arguments carry a leading member axis; the last ``shared`` ones
+    are the same for every member. With several devices the members are split
+    over them; with one member, ``fn`` runs on its unstacked arguments.
+    """
+
+    def apply(*args):
+      split = len(args) - shared
+      member_args, shared_args = args[:split], args[split:]
+      if self.size == 1:
+        out = fn(*jax.tree.map(lambda a: a[0], member_args), *shared_args)
+        return jax.tree.map(lambda a: a[None], out)
+      return self.over_members(lambda *m: fn(*m, *shared_args))(*member_args)
+
+    if not self.member_sharded:
+      return apply
+
+    def sharded(*args):
+      specs = (PartitionSpec(AXIS),) * (len(args) - shared) + (PartitionSpec(),) * shared
+      return jax.shard_map(apply, mesh=self.mesh, in_specs=specs, out_specs=PartitionSpec(AXIS))(*args)
+
+    return sharded
+
+  # -- state -----------------------------------------------------------------------
+
+  def _init_one(self, seed, hyperparameters):
+    return self.task.init_member(jax.random.fold_in(jax.random.key(seed), 0), hyperparameters, seed)
+
+  def init_state(self) -> dict:
+    """The population state at step 0 (a pure function of the members' seeds and hyperparameters)."""
+    names = list(self.chosen[0].hyperparameters)
+    hyperparameters = {n: np.array([m.hyperparameters[n] for m in self.chosen], np.float32) for n in names}
+    seed = np.array([m.seed for m in self.chosen], np.int32)
+    put = lambda tree: jax.device_put(tree, self._member_sharding)
+    records = self.task.records(self.size) if self.task.records else {}
+    return {
+        "members": self._init(put(seed), put(hyperparameters)),
+        "hyperparameters": put(hyperparameters),
+        "seed": put(seed),
+        "alive": put(np.ones(self.size, bool)),
+        "diverged_at": put(np.full(self.size, -1, np.int32)),
+        "records": put(records),
+    }
+
+  # -- training --------------------------------------------------------------------
+
+  def _member_block(self, member, hyperparameters, seed, alive, diverged_at, steps, train_data):
+    """One member's block of steps (a lax.scan): its state, alive flag, divergence step and metrics."""
+    task = self.task
+    per_epoch, batch_size = task.steps_per_epoch, task.batch_size
+    member_key = jax.random.key(seed)
+    data_key, train_key = jax.random.fold_in(member_key, 2), jax.random.fold_in(member_key, 1)
+    permutation = lambda epoch: jax.random.permutation(jax.random.fold_in(data_key, epoch), task.num_examples)
+
+    def body(carry, step):
+      member, alive, diverged_at, order = carry
+      epoch, index = jnp.divmod(step - 1, per_epoch)
+      order = jax.lax.cond((index == 0) & (step != steps[0]), lambda: permutation(epoch), lambda: order)
+      rows = jax.lax.dynamic_slice_in_dim(order, index * batch_size, batch_size)
+      if self.data_parallel:
+        rows = jax.lax.with_sharding_constraint(rows, NamedSharding(self.mesh, PartitionSpec(AXIS)))
+      batch = jax.tree.map(lambda a: jnp.take(a, rows, axis=0), train_data)
+      new, metrics = task.train_step(member, hyperparameters, batch, jax.random.fold_in(train_key, step), step)
+      finite = alive & jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in metrics.values()]))
+      member = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, member)
+      diverged_at = jnp.where(alive & ~finite, step, diverged_at)
+      return (member, finite, diverged_at, order), metrics
+
+    order = permutation((steps[0] - 1) // per_epoch)
+    (member, alive, diverged_at, _), metrics = jax.lax.scan(body, (member, alive, diverged_at, order), steps)
+    return member, alive, diverged_at, metrics
+
+  def _block(self, num_steps: int):
+    if num_steps not in self._blocks:
+      run = self.parallel(self._member_block, shared=2)
+
+      def block(state, first_step, train_data):
+        steps = first_step + jnp.arange(num_steps)
+        member, alive, diverged_at, metrics = run(state["members"], state["hyperparameters"], state["seed"],
+                                                  state["alive"], state["diverged_at"], steps, train_data)
+        return {**state, "members": member, "alive": alive, "diverged_at": diverged_at}, metrics
+
+      self._blocks[num_steps] = jax.jit(block, donate_argnums=0)
+    return self._blocks[num_steps]
+
+  def run_block(self, state: dict, first_step: int, num_steps: int) -> tuple[dict, dict]:
+    """Steps ``first_step .. first_step + num_steps - 1``; metrics ``{name: [P, num_steps]}``."""
+    return self._block(num_steps)(state, jnp.asarray(first_step, jnp.int32), self.train_data)
+
+
+
+class Run:
+  """The loop itself: blocks, logging, hooks, checkpoints, stop signals.
+
+  Construction resumes from the workdir's newest good checkpoint (or starts);
+  :meth:`train` runs to ``task.num_steps``.
+  """
+
+  def __init__(self, trainer: Trainer, path: pathlib.Path, log_names: Sequence[str] = ()):
+    self.trainer, self.path, self.log_names = trainer, path, tuple(log_names)
+    self.stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
+    self.checkpointer, self.writer, self.state, self.start = common.start_or_resume(path, trainer.init_state())
+    self.member_ids = [m.index for m in trainer.chosen]
+    self.progress = common.ProgressLogger(self.start, trainer.task.num_steps)
+    self.last_step = self.start
+
+  def train(self, hooks: Sequence[Hook]) -> dict:
+    """Trains to ``task.num_steps`` (or until every member has diverged); returns the final state."""
+    trainer, config = self.trainer, self.trainer.config
+    last, state, step = trainer.task.num_steps, self.state, self.start
+    devices = len(jax.devices())
+    logging.info("%d member%s (%s over members, %d device%s%s), steps %d..%d in blocks of up to %d",
+                 trainer.size, "s" * (trainer.size > 1), trainer.vectorize, devices, "s" * (devices > 1),
+                 ", data parallel" if trainer.data_parallel else "", step + 1, last, config.steps_per_call)
+    boundaries = [h.every for h in hooks if h.every] + ([config.checkpoint_every] if config.checkpoint_every else [])
+    while step < last:
+      if self.stop.requested:
+        self.stop.stop(self.checkpointer, self.writer, step, state)
+      end = min(last, step + config.steps_per_call)
+      for every in boundaries:  # end blocks where periodic work is due
+        end = min(end, (step // every + 1) * every)
+      state, metrics = trainer.run_block(state, step + 1, end - step)
+      alive = to_host(state["alive"])
+      self._log(step + 1, end, to_host(metrics), alive, config.log_every)
+      step = end
+      for hook in hooks:
+        if hook.due(step, last):
+          state = hook.run(step, state) or state
+      if config.checkpoint_every and step % config.checkpoint_every == 0:
+        self.checkpointer.save(step, state)
+      if not alive.any():
+        logging.error("every member diverged by step %d; stopping. Lower the learning rate(s) or set gradient"
+                      " clipping.", step)
+        break
+    self.stop.restore()  # Ctrl-C during the final evaluation stops at once
+    self.checkpointer.save(step, state)
+    self.state, self.last_step = state, step
+    return state
+
+  def _log(self, first: int, last: int, metrics: dict, alive: np.ndarray, every: int):
+    steps = [s for s in range(first, last + 1) if (every and s % every == 0) or s == self.trainer.task.num_steps]
+    for step in steps:
+      column = step - first
+      for i, member in enumerate(self.member_ids):
+        self.writer.write(step, "train", member=member, **{k: v[i, column] for k, v in metrics.items()})
+    if steps:
+      column = steps[-1] - first
+      shown = {k: float(np.mean(metrics[k][alive, column])) if alive.any() else float("nan") for k in self.log_names}
+      note = f"{alive.sum()}/{len(alive)} members alive, their mean: " if self.trainer.size > 1 else ""
+      self.progress.log(steps[-1], note=note, **shown)
+
+  def write(self, step: int, split: str, values: dict[str, np.ndarray]) -> None:
+    """One metrics line per member: ``values`` maps names to ``[P]`` arrays."""
+    for i, member in enumerate(self.member_ids):
+      self.writer.write(step, split, member=member, **{k: v[i] for k, v in values.items()})
+
+  def close(self) -> None:
+    self.writer.close()
+    self.checkpointer.close()
+
+
+def describe(values: np.ndarray) -> str:
+  """A member's value, or the best / median / worst of a population's."""
+  if len(values) == 1:
+    return f"{values[0]:.4f}"
+  return f"min {np.nanmin(values):.4f} median {np.nanmedian(values):.4f} max {np.nanmax(values):.4f} ({len(values)} members)"
+
+
+def member_report(member: Member, results: dict, diverged_at: int) -> dict:
+  """A ``members`` entry of results.json."""
+  return {"member": member.index, "seed": member.seed, **member.hyperparameters, **results,
+          "diverged_at_step": diverged_at if diverged_at >= 0 else None}
+
+
+def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
+  """The member with the best finite ``metric`` (the paper's model selection on validation)."""
+  finite = [r for r in reports if r.get(metric) is not None and math.isfinite(r[metric])]
+  if not finite:
+    return None
+  return (min if mode == "min" else max)(finite, key=lambda r: r[metric])
+
+
+def finish(path: pathlib.Path, config: ConfigDict, reports: list[dict], metric: str, mode: str,
+           common_results: dict, columns: Sequence[str]) -> dict:
+  """Writes results.json (the selected member's results, plus every member's) and summary.md."""
+  common_results = {**common_results, "population_size": population_size(config),
+                    "shard": [config.population.shard_index, config.population.num_shards]}
+  return write_results(path, reports, metric, mode, common_results, columns)
+
+
+def write_results(path: pathlib.Path, reports: list[dict], metric: str, mode: str, common_results: dict,
+                  columns: Sequence[str]) -> dict:
+  """results.json: ``common_results``, the selected member's results, ``members``; and summary.md."""
+  selected = select(reports, metric, mode)
+  results = {**common_results, **(selected or {metric: None}), "members": reports, "selected_by": [metric, mode],
+             "summary_columns": list(columns)}
+  results["selected_member"] = selected["member"] if selected else None
+  results.pop("member", None)
+  common.write_json_atomic(path / "results.json", results)
+  common.write_text_atomic(path / "summary.md", summary_table(reports, metric, mode, columns))
+  return results
+
+
+def summary_table(reports: Sequence[dict], metric: str, mode: str, columns: Sequence[str]) -> str:
+  """Markdown: one row per member, sorted by ``metric`` (best first; diverged last)."""
+  def order(r):
+    value = r.get(metric)
+    if value is None or not math.isfinite(value):
+      return (1, 0.0)
+    return (0, value if mode == "min" else -value)
+
+  fields = ["member", "seed", *[h for h in HYPERPARAMETERS if h in reports[0]], *columns, "diverged_at_step"]
+  lines = ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
+  for report in sorted(reports, key=order):
+    cells = []
+    for field in fields:
+      value = report.get(field)
+      cells.append("-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value))
+    lines.append("| " + " | ".join(cells) + " |")
+  return f"Members sorted by {metric} ({'lower' if mode == 'min' else 'higher'} is better).\n\n" + "\n".join(lines) + "\n"

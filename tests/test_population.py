@@ -1,0 +1,289 @@
+"""Tests of experiments/population.py: populations of runs in one program.
+
+The references are written out independently of the population code: a
+Python loop of plain optax steps with the config's constants (the single-run
+semantics the population loop replaced), and size-1 populations for "a member
+equals the run it would be alone". float32 tolerances: the same arithmetic in
+another order (vmap's batched matmuls, a data-parallel gradient sum) differs by
+a few ulps per step; after 7 SGD steps with momentum, 1e-4 relative is ~100x
+that, and a wrong batch, key or hyperparameter changes parameters by > 1e-2.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from configs import listops_L10, vae_16ary
+from experiments import common, listops, population, vae
+from scripts import merge_population
+from tests.cli import ROOT, run_main
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _config(**overrides):
+  config = vae_16ary.get_config()
+  config.dataset = "synthetic"
+  config.encoder_widths, config.decoder_widths = (16,), (16,)
+  config.num_vars = 6
+  config.estimator = "gr_mc10"
+  for field, value in overrides.items():
+    if field.startswith("population_"):
+      config.population[field.removeprefix("population_")] = value
+    else:
+      config[field] = value
+  return config
+
+
+_DATA = (np.random.default_rng(0).random((60, 784)) < 0.3).astype(np.uint8)  # 3 batches of 20 per epoch
+
+
+def _trainer(config, num_steps=7):
+  task = vae.VAETask(config, vae.validate(config))
+  chosen = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  return population.Trainer(population.Task(task.init_member, task.train_step, _DATA, config.batch_size, num_steps),
+                            config, chosen)
+
+
+def _train(config, blocks=((1, 7),)):
+  """The trainer, its state and the last block's metrics after the blocks of steps (two epoch boundaries)."""
+  trainer = _trainer(config)
+  state = trainer.init_state()
+  for first, count in blocks:
+    state, metrics = trainer.run_block(state, first, count)
+  return trainer, state, metrics
+
+
+def _reference_params(config, num_steps=7):
+  """The single-run semantics, written out: a Python loop of optax SGD steps with the config's constants."""
+  task = vae.VAETask(config, vae.validate(config))
+  key = jax.random.key(config.seed)
+  hyper = {k: config[k] for k in vae.HYPERPARAMETERS}
+  params = task.init_member(jax.random.fold_in(key, 0), hyper, config.seed)["params"]
+  optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
+                          optax.sgd(config.learning_rate, momentum=config.momentum))
+  opt_state, baseline = optimizer.init(params), task.baseline.init()
+  per_epoch = len(_DATA) // config.batch_size
+  for step in range(1, num_steps + 1):
+    epoch, index = divmod(step - 1, per_epoch)
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), len(_DATA)))
+    x = jnp.asarray(_DATA[order[index * config.batch_size:(index + 1) * config.batch_size]], jnp.float32)
+    step_key = jax.random.fold_in(jax.random.fold_in(key, 1), step)
+    grads, bound = jax.grad(task.loss, has_aux=True)(params, x, step_key, baseline.mean, config.tau)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    baseline = task.baseline.update(baseline, -bound)
+  return params
+
+
+def _assert_close(a, b):
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=RTOL, atol=ATOL)
+
+
+def _member(params, i):
+  return jax.tree.map(lambda a: a[i], params)
+
+
+@pytest.mark.parametrize("estimator", ["gr_mc10", "reinforce"])
+def test_size_one_population_equals_the_single_run_loop(estimator):
+  config = _config(estimator=estimator, learning_rate=3e-3, momentum=0.5, weight_decay=1e-3, tau=0.7, seed=3)
+  _, state, metrics = _train(config, blocks=((1, 4), (5, 3)))  # an epoch boundary inside a block, one between
+  _assert_close(_member(state["members"]["params"], 0), _reference_params(config))
+  assert metrics["bound"].shape == (1, 3) and np.all(np.asarray(metrics["tau"]) == np.float32(0.7))
+
+
+@pytest.mark.parametrize("vectorize", ["map", "vmap"])
+def test_members_equal_the_runs_they_would_be_alone(vectorize):
+  config = _config(population_search="lists", population_learning_rate=(1e-3, 5e-3), population_tau=(0.3, 1.0),
+                   population_seed=(0, 7), population_vectorize=vectorize, estimator="st_gs")
+  trainer, state, _ = _train(config)
+  assert trainer.size == 8 and trainer.vectorize == vectorize
+  for i in (0, 7):  # they differ in every listed field (a compile per alone run: two suffice)
+    member = trainer.chosen[i]
+    alone = _config(seed=member.seed, estimator="st_gs", **member.hyperparameters)
+    _, alone_state, _ = _train(alone)
+    _assert_close(_member(state["members"]["params"], i), _member(alone_state["members"]["params"], 0))
+
+
+def test_a_diverging_member_is_frozen_and_recorded_while_the_others_train():
+  config = _config(population_search="lists", population_learning_rate=(1e-3, 1e30), estimator="st_gs")
+  trainer, state, metrics = _train(config)
+  alive, diverged_at = np.asarray(state["alive"]), np.asarray(state["diverged_at"])
+  assert alive.tolist() == [True, False] and diverged_at[0] == -1 and 1 <= diverged_at[1] <= 7
+  frozen = _member(state["members"]["params"], 1)
+  assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(frozen))  # its last finite state
+  _, alone, _ = _train(_config(learning_rate=1e-3, estimator="st_gs"))
+  _assert_close(_member(state["members"]["params"], 0), _member(alone["members"]["params"], 0))
+  assert np.isfinite(np.asarray(metrics["bound"])[0]).all()
+
+
+def test_paper_searches_draw_only_from_the_papers_sets():
+  config = _config(population_search="paper", population_size=200, population_search_seed=4)
+  chosen = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  assert [m.index for m in chosen] == list(range(200)) and len({m.seed for m in chosen}) == 200
+  lr = {m.hyperparameters["learning_rate"] for m in chosen}
+  assert lr <= set(vae.PAPER_LEARNING_RATES) and len(lr) > 30
+  assert {m.hyperparameters["weight_decay"] for m in chosen} == set(vae.PAPER_WEIGHT_DECAYS)
+  assert all(0 < m.hyperparameters["momentum"] < 1 and 0.1 <= m.hyperparameters["tau"] <= 1 for m in chosen)
+  # A job array's slices draw exactly what one job draws.
+  config.population.num_shards, config.population.shard_index = 3, 2
+  assert population.members(config, vae.HYPERPARAMETERS, vae.paper_search) == chosen[134:]
+  grid = listops_L10.get_config()
+  grid.population.search, grid.population.size = "paper", 30
+  members = population.members(grid, listops.HYPERPARAMETERS, listops.paper_search)
+  assert [m.hyperparameters["learning_rate"] for m in members[:10]] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
+                                                                        0.9, 1.0]
+  assert sorted({(m.seed, m.hyperparameters["learning_rate"]) for m in members}) == sorted(
+      (s, lr) for s in (0, 1, 2) for lr in listops.PAPER_LEARNING_RATES)
+
+
+def test_selection_takes_the_best_finite_validation_member():
+  reports = [{"member": 0, "valid_nll": 100.0}, {"member": 1, "valid_nll": float("nan")},
+             {"member": 2, "valid_nll": 95.0}, {"member": 3, "valid_nll": None}]
+  assert population.select(reports, "valid_nll", "min")["member"] == 2
+  assert population.select(reports, "valid_nll", "max")["member"] == 0
+  assert population.select(reports[1:2], "valid_nll", "min") is None
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"population_size": 0}, "population.size"),
+        ({"population_search": "grid"}, "population.search"),
+        ({"population_search": "lists"}, "population.search"),  # every list empty
+        ({"population_learning_rate": (0.1,)}, "population.learning_rate"),  # a list without search='lists'
+        ({"population_search": "lists", "population_learning_rate": (0.1, -1.0)}, "population.learning_rate"),
+        ({"population_search": "lists", "population_tau": (0.5, 1.0), "population_size": 3}, "population.size"),
+        ({"population_size": 4, "population_num_shards": 2, "population_shard_index": 2}, "population.shard_index"),
+        ({"population_size": 2, "population_num_shards": 3}, "population.num_shards"),
+        ({"population_vectorize": "pmap"}, "population.vectorize"),
+        ({"steps_per_call": 0}, "steps_per_call"),
+        ({"population_search": "paper", "population_size": 4, "tau_schedule": "exponential", "tau_min": 0.5},
+         "tau_min"),  # above a drawn tau
+    ],
+)
+def test_bad_population_configs_name_the_field(tmp_path, overrides, field):
+  with pytest.raises(common.ConfigError, match=f"config\\.{field.replace('.', '[.]')}"):
+    vae.train_and_evaluate(_config(**overrides), str(tmp_path))
+  assert not (tmp_path / "checkpoints").exists()
+
+
+def test_listops_has_no_momentum_to_search(tmp_path):
+  config = listops_L10.get_config()
+  config.population.search, config.population.momentum = "lists", (0.5,)
+  with pytest.raises(common.ConfigError, match=r"config\.population\.momentum must be empty"):
+    listops.train_and_evaluate(config, str(tmp_path))
+
+
+_SHARDED = """
+import sys, json, numpy as np, jax
+sys.path.insert(0, {root!r})
+from tests import test_population as t
+from experiments import common
+assert len(jax.devices()) == 4
+out = {{}}
+for name, config in t.sharding_cases().items():
+  trainer, state, metrics = t._train(config)
+  out[name] = [np.asarray(x).tolist() for x in jax.tree.leaves(state["members"]["params"])]
+  out[name + "_layout"] = [trainer.member_sharded, trainer.data_parallel]
+try:
+  t._trainer(t._config(population_size=3))
+except common.ConfigError as e:
+  out["uneven"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def sharding_cases():
+  return {
+      "population": _config(population_search="lists", population_learning_rate=(1e-3, 5e-3), population_seed=(0, 1),
+                            estimator="st_gs"),
+      "single": _config(learning_rate=5e-3),
+  }
+
+
+def test_sharded_over_four_devices_equals_one_device():
+  """A population of 4 split over 4 (forced host) devices, and one member data-parallel over them,
+  give one device's numbers; a population that does not divide evenly is refused in one line."""
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+  result = subprocess.run([sys.executable, "-c", _SHARDED.format(root=str(ROOT))], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  sharded = json.loads(result.stdout.strip().splitlines()[-1])
+  assert sharded["population_layout"] == [True, False] and sharded["single_layout"] == [False, True]
+  for name, config in sharding_cases().items():
+    _, state, _ = _train(config)
+    for mine, theirs in zip(jax.tree.leaves(state["members"]["params"]), sharded[name], strict=True):
+      np.testing.assert_allclose(np.asarray(mine), np.asarray(theirs, np.float32), rtol=RTOL, atol=ATOL)
+  assert sharded["uneven"].startswith("config.population.size: this job's 3 members do not divide evenly over its 4")
+
+
+TINY_CLI = ("dataset=synthetic", "encoder_widths=(16,)", "decoder_widths=(16,)", "num_vars=6", "estimator=st_gs",
+            "checkpoint_every=2", "log_every=1", "eval_every=2", "variance_every=2", "variance_draws=4",
+            "num_eval_samples=10", "periodic_eval_samples=3", "eval_batch_size=25", "steps_per_call=3",
+            "population.search=paper", "population.size=3")
+
+
+def test_population_resume_equals_uninterrupted_and_writes_members(tmp_path):
+  whole, parts = tmp_path / "whole", tmp_path / "parts"
+  run_main("configs/vae_16ary.py", whole, *TINY_CLI, "num_steps=6")
+  run_main("configs/vae_16ary.py", parts, *TINY_CLI, "num_steps=4")
+  second = run_main("configs/vae_16ary.py", parts, *TINY_CLI, "num_steps=6")
+  assert "resumed from the checkpoint at step 4" in second.stderr
+  lines = lambda d: [l for l in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+  assert lines(whole) == lines(parts)
+  results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
+  assert results[0]["members"] == results[1]["members"]
+  members = results[0]["members"]
+  assert [m["member"] for m in members] == [0, 1, 2] and results[0]["population_size"] == 3
+  for m in members:
+    assert {"learning_rate", "momentum", "weight_decay", "tau", "seed", "valid_nll", "test_nll",
+            "diverged_at_step"} <= set(m)
+  best = min(members, key=lambda m: m["valid_nll"])
+  assert results[0]["selected_member"] == best["member"] and results[0]["test_nll"] == best["test_nll"]
+  records = [json.loads(l) for l in lines(whole)]
+  assert sorted({r["member"] for r in records}) == [0, 1, 2]
+  summary = (whole / "summary.md").read_text().splitlines()
+  assert summary[4].startswith(f"| {best['member']} |")  # sorted by validation, best first
+
+
+def test_job_array_slices_merge_into_the_whole_population(tmp_path):
+  whole = run_main("configs/vae_16ary.py", tmp_path / "whole", *TINY_CLI, "num_steps=2")
+  del whole
+  shards = [tmp_path / f"shard{i}" for i in range(2)]
+  for i, shard in enumerate(shards):
+    run_main("configs/vae_16ary.py", shard, *TINY_CLI, "num_steps=2", f"population.shard_index={i}",
+             "population.num_shards=2")
+  merged = merge_population.merge(shards, tmp_path / "merged")
+  single = json.loads((tmp_path / "whole" / "results.json").read_text())
+  assert [m["member"] for m in merged["members"]] == [0, 1, 2]
+  for a, b in zip(merged["members"], single["members"]):
+    assert a["learning_rate"] == b["learning_rate"] and a["valid_nll"] == pytest.approx(b["valid_nll"], rel=1e-4)
+  assert merged["selected_member"] == single["selected_member"]
+  with pytest.raises(SystemExit, match="do not cover the population"):
+    merge_population.merge(shards[:1], tmp_path / "partial")
+
+
+def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
+  command = [sys.executable, "scripts/run_grid.py", "--config=configs/listops_L10.py", f"--out={tmp_path}",
+             "--estimators=st_gs", "--seeds=0,1", "--sweep=learning_rate=0.1,0.5", "--set=dataset=synthetic",
+             "--set=num_train_examples=80", "--set=embed_dim=8", "--set=hidden_dim=8",
+             "--set=classifier_hidden_dim=8", "--set=num_epochs=1", "--metrics=valid_accuracy,test_accuracy",
+             "--select_by=valid_accuracy"]
+  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert [p.name for p in pathlib.Path(tmp_path).iterdir() if p.is_dir()] == ["st_gs"]  # one population
+  table = json.loads((tmp_path / "table.json").read_text())
+  assert [(row["setting"], row["seeds"]) for row in table] == [(["learning_rate=0.1"], 2), (["learning_rate=0.5"], 2)]
+  members = json.loads((tmp_path / "st_gs" / "results.json").read_text())["members"]
+  assert sorted((m["seed"], m["learning_rate"]) for m in members) == [(0, 0.1), (0, 0.5), (1, 0.1), (1, 0.5)]
