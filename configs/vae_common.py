@@ -20,6 +20,11 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.encoder_widths = (512, 256)
   config.decoder_widths = (256, 512)
   config.activation = "relu"
+  # Switches (off = the paper's unstated defaults as we assume them): the decoder's
+  # output bias at init ("zeros" or "data_log_odds": the training pixels' log-odds),
+  # and centring the encoder's input at the training pixel means.
+  config.decoder_output_bias = "zeros"
+  config.center_inputs = False
   # Estimator: a name accepted by gr_jax.estimators.get.
   config.estimator = "gr_mc100"
   config.tau = 0.5

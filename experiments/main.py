@@ -16,7 +16,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from experiments import common, listops, toy_qp, vae
+from experiments import common, listops, population, toy_qp, vae
 from gr_jax.data import InvalidDataError
 
 EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
@@ -46,6 +46,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if flags.FLAGS.verbosity < 1:
     logging.get_absl_handler().addFilter(_ProjectInfoOnly())
+  population.initialize_distributed()  # GR_JAX_DISTRIBUTED=1: a multi-host job
   config = _CONFIG.value
   experiment = config.get("experiment")
   if experiment not in EXPERIMENTS:

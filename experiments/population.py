@@ -239,6 +239,11 @@ def initialize_distributed() -> None:
     jax.distributed.initialize()
 
 
+def device_name() -> str:
+  """E.g. "NVIDIA H200 x1 (gpu)" or "cpu x1 (cpu)": what trained the population."""
+  return f"{jax.devices()[0].device_kind} x{len(jax.devices())} ({jax.default_backend()})"
+
+
 def to_host(tree: Any) -> Any:
   """Numpy copies of (possibly sharded, possibly multi-host) arrays."""
   if jax.process_count() > 1:
@@ -478,7 +483,7 @@ def finish(path: pathlib.Path, config: ConfigDict, reports: list[dict], metric: 
            common_results: dict, columns: Sequence[str]) -> dict:
   """Writes results.json (the selected member's results, plus every member's) and summary.md."""
   common_results = {**common_results, "population_size": population_size(config),
-                    "shard": [config.population.shard_index, config.population.num_shards]}
+                    "shard": [config.population.shard_index, config.population.num_shards], "device": device_name()}
   return write_results(path, reports, metric, mode, common_results, columns)
 
 

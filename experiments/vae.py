@@ -25,6 +25,7 @@ from gr_jax.data import mnist
 from gr_jax.models import vae
 
 DATASETS = ("binarized_mnist", "synthetic")
+OUTPUT_BIASES = ("zeros", "data_log_odds")
 
 
 def validate(config: ConfigDict) -> estimators.Estimator:
@@ -42,6 +43,9 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require_int(config, "num_steps", minimum=0)
   common.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  common.require(config.decoder_output_bias in OUTPUT_BIASES, "decoder_output_bias", f"one of {OUTPUT_BIASES}",
+                 config.decoder_output_bias)
+  common.require(isinstance(config.center_inputs, bool), "center_inputs", "True or False", config.center_inputs)
   common.require_int(config, "eval_every", "checkpoint_every", "variance_every", "mse_every", "log_every",
                      minimum=0, allowed="an int >= 0 (0 = off)")
   common.require_int(config, "num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size",
@@ -107,10 +111,21 @@ def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
 
 
 class VAETask:
-  """The VAE's pure functions of one member, for :class:`experiments.population.Trainer`."""
+  """The VAE's pure functions of one member, for :class:`experiments.population.Trainer`.
 
-  def __init__(self, config: ConfigDict, estimator: estimators.Estimator):
+  ``pixel_means`` (the training images' per-pixel means, ``[784]``) feed the
+  two switches ``decoder_output_bias="data_log_odds"`` (the decoder's output
+  bias starts at the pixels' log-odds) and ``center_inputs`` (the encoder sees
+  x minus the means).
+  """
+
+  def __init__(self, config: ConfigDict, estimator: estimators.Estimator, pixel_means: np.ndarray | None = None):
     self.config, self.estimator = config, estimator
+    if pixel_means is None:
+      pixel_means = np.full(784, 0.5, np.float32)
+    means = np.clip(np.asarray(pixel_means, np.float64), 1e-3, 1 - 1e-3)
+    self.output_bias = jnp.asarray(np.log(means) - np.log1p(-means), jnp.float32)
+    self.input_offset = jnp.asarray(pixel_means, jnp.float32) if config.center_inputs else 0.0
     self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.tau_at = common.tau_schedule(config)
@@ -124,6 +139,9 @@ class VAETask:
   def init_member(self, key, hyperparameters, seed):
     del seed
     params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
+    if self.config.decoder_output_bias == "data_log_odds":
+      last = max(params["decoder"]["layers"])
+      params["decoder"]["layers"][last]["bias"] = self.output_bias
     return {
         "params": params,
         "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
@@ -132,7 +150,7 @@ class VAETask:
 
   def loss(self, params, x, key, baseline_mean, tau, estimator=None):
     estimator = estimator or self.estimator
-    bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, tau)
+    bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, tau, self.input_offset)
     loss = -jnp.mean(bound)
     objective = loss
     if estimator.score_function:
@@ -153,7 +171,7 @@ class VAETask:
 
   def iwae(self, params, seed, x, salt, num_samples):
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt)
-    return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size)
+    return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size, self.input_offset)
 
   def gradient_measurements(self, params, baseline_mean, tau, seed, x, step, mse: bool):
     """log10 trace Cov of the encoder gradient over draws (and its MSE against REINFORCE) on ``x``."""
@@ -253,7 +271,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   finished = common.finished_results(path, config.num_steps)
   if finished is not None:
     return finished
-  task = VAETask(config, estimator)
+  task = VAETask(config, estimator, data["train"].mean(axis=0))
   trainer = population.Trainer(
       population.Task(task.init_member, task.train_step, data["train"], config.batch_size, config.num_steps),
       config, chosen,

@@ -128,29 +128,37 @@ def _vae_setup(workdir: pathlib.Path):
   steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
   path = (workdir / "checkpoints" / str(steps[-1]) / "default").absolute()
   checkpointer = ocp.StandardCheckpointer()
-  task = vae_experiment.VAETask(config, estimators.get("st_gs"))
+  data = mnist.load(_DATA_DIR.value or config.data_dir or None, synthetic_data=config.dataset == "synthetic")
+  config.pixel_means = data["train"].mean(axis=0).tolist()  # for the encoder's input centring, if on
+  task = _task(config, "st_gs")
   hyperparameters = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   if "members" in checkpointer.metadata(path).item_metadata.tree:
-    size = saved.get("population", {}).get("size", 1)
-    template = jax.tree.map(lambda a: np.zeros((size, *np.shape(a)), np.asarray(a).dtype), member)
-    restored = checkpointer.restore(path, {"members": template}, partial_restore=True)["members"]
-    restored = jax.tree.map(lambda a: a[_VAE_MEMBER.value], restored)
+    # Only the member's parameters and baseline are needed: read the checkpoint as saved
+    # (string keys) and put the member's leaves into the parameters' structure.
+    members = checkpointer.restore(path)["members"]
+    pick = lambda tree: [np.asarray(a)[_VAE_MEMBER.value] for a in jax.tree.leaves(tree)]
+    params = jax.tree.unflatten(jax.tree.structure(member["params"]), pick(members["params"]))
+    baseline = member["baseline"]._replace(mean=jnp.asarray(pick(members["baseline"]["mean"])[0]))
+    restored = {"params": params, "baseline": baseline}
   else:
     old_optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
                                 optax.sgd(config.learning_rate, momentum=config.momentum or None))
     template = {"params": member["params"], "opt_state": old_optimizer.init(member["params"]),
                 "baseline": member["baseline"]}
     restored = checkpointer.restore(path, template)
-  data = mnist.load(_DATA_DIR.value or config.data_dir or None)
   rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
   x = jnp.asarray(data["train"][rows], jnp.float32)
   return config, restored["params"], restored["baseline"].mean, x, steps[-1]
 
 
+def _task(config: ConfigDict, name: str) -> vae_experiment.VAETask:
+  return vae_experiment.VAETask(config, estimators.get(name), np.asarray(config.pixel_means, np.float32))
+
+
 def _encoder_stats(config: ConfigDict, name: str, params, x, key, baseline, tau: float, draws: int):
   """Moments of the 16-ary VAE's encoder gradient over ``draws`` draws of estimator ``name``."""
-  task = vae_experiment.VAETask(config, estimators.get(name))
+  task = _task(config, name)
 
   def encoder_grad(draw_key):
     return jax.grad(task.loss, has_aux=True)(params, x, draw_key, baseline, tau)[0]["encoder"]

@@ -123,12 +123,15 @@ def log_weight(model: DiscreteVAE, x, logits, sample) -> jax.Array:
   return bernoulli_log_likelihood(model.decode(sample), x) + latent_term
 
 
-def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau):
+def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau, input_offset=0.0):
   """The training objective per example and the log q(D | x) of its sample.
+
+  ``input_offset`` is subtracted from the encoder's input only (e.g. the
+  training pixel means, to centre it); the likelihood is of x itself.
 
   Returns ``(bound [B], log_q [B])``; ``log_q`` feeds REINFORCE's surrogate.
   """
-  logits = model.encode(x)
+  logits = model.encode(x - input_offset)
   sample = estimator(key, logits, tau=tau)
   bound = log_weight(model, x, logits, sample)
   log_q = jnp.sum(
@@ -137,7 +140,7 @@ def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau):
   return bound, log_q
 
 
-def iwae_bound(model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100):
+def iwae_bound(model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100, input_offset=0.0):
   r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
 
   .. math:: \log \frac{1}{M} \sum_{k=1}^{M} \frac{p(x, D^k)}{q(D^k \mid x)},
@@ -151,11 +154,12 @@ def iwae_bound(model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 1
     num_samples: M.
     chunk_size: samples per chunk (M is rounded up to whole chunks only in
       compute: surplus samples are masked out of the sum).
+    input_offset: subtracted from the encoder's input (as in training).
 
   Returns:
     ``[B]`` bounds in nats.
   """
-  logits = model.encode(x)
+  logits = model.encode(x - input_offset)
   chunk_size = min(chunk_size, num_samples)
   num_chunks = -(-num_samples // chunk_size)
 

@@ -1,0 +1,88 @@
+r"""The paper's Figure 2b: MSE of the encoder gradient against a REINFORCE reference, versus tau.
+
+At a trained 16-ary VAE checkpoint (``--vae_workdir``, population member
+``--vae_member``) and a fixed batch of 20 training images, for each estimator
+and temperature,
+
+.. math:: \mathrm{MSE} = E\|\hat g - g\|^2 = \mathrm{Var} + \mathrm{Bias}^2,
+
+with g the mean of ``--reference_draws`` REINFORCE draws (unbiased for the
+gradient of the expected bound, whatever tau; its own Monte Carlo variance is
+removed from the squared bias) and the moments of ``--draws`` draws of the
+estimator (``gr_jax.diagnostics.GradientStats``).
+
+Writes ``--out_dir``/figure_2b.{json,md} and figures/figure_2b.png.
+
+  python scripts/figure_2b.py --vae_workdir=runs/table2/16ary_B20/st_gs \
+      --data_dir=../shared/data/binarized_mnist --out_dir=docs
+"""
+
+import json
+import pathlib
+
+import jax
+from absl import app, flags
+
+import compare_estimators
+from gr_jax import diagnostics
+
+_ESTIMATORS = flags.DEFINE_list("figure_estimators", ["st_gs", "gr_mc10", "gr_mc100", "gr_mc1000"], "Estimators.")
+_FIGURE_TAUS = flags.DEFINE_list("figure_taus", ["0.1", "0.2", "0.3", "0.5", "0.7", "1.0"], "Temperatures.")
+_DRAWS = flags.DEFINE_integer("figure_draws", 200, "Estimator draws per (estimator, tau).")
+
+
+def main(argv):
+  del argv
+  workdir = pathlib.Path(compare_estimators._VAE_WORKDIR.value)
+  out = pathlib.Path(compare_estimators._OUT_DIR.value)
+  (out / "figures").mkdir(parents=True, exist_ok=True)
+  config, params, baseline, x, step = compare_estimators._vae_setup(workdir)
+  key = jax.random.key(2)
+  reference, _ = compare_estimators._encoder_stats(config, "reinforce", params, x, jax.random.fold_in(key, 999_999),
+                                                   baseline, 1.0, compare_estimators._REFERENCE_DRAWS.value)
+  reference_mean_variance = float(reference.trace_variance) / reference.num_draws
+  taus = [float(t) for t in _FIGURE_TAUS.value]
+  rows = {}
+  for e_index, name in enumerate(_ESTIMATORS.value):
+    rows[name] = {}
+    for t_index, tau in enumerate(taus):
+      stats, _ = compare_estimators._encoder_stats(config, name, params, x,
+                                                   jax.random.fold_in(key, 100 * e_index + t_index), baseline, tau,
+                                                   _DRAWS.value)
+      rows[name][str(tau)] = compare_estimators._summary(stats, reference.mean, reference_mean_variance)
+      print(name, tau, {k: round(diagnostics.log10(v), 3) if v > 0 else v for k, v in rows[name][str(tau)].items()},
+            flush=True)
+  results = {"workdir": str(workdir), "member": compare_estimators._VAE_MEMBER.value, "checkpoint_step": step,
+             "draws": _DRAWS.value, "reference_draws": compare_estimators._REFERENCE_DRAWS.value,
+             "device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})", "mse": rows}
+  (out / "figure_2b.json").write_text(json.dumps(results, indent=1) + "\n")
+  lines = [f"Checkpoint {workdir} (member {results['member']}, step {step}); {_DRAWS.value} draws per cell against"
+           f" {results['reference_draws']} REINFORCE draws; device {results['device']}. log10 MSE (log10 squared bias).",
+           "", "| estimator | " + " | ".join(f"tau={t:g}" for t in taus) + " |", "|---|" + "---|" * len(taus)]
+  for name, per_tau in rows.items():
+    cells = [f"{compare_estimators._log10(s['mse'])} ({compare_estimators._log10(s['squared_bias'])})"
+             for s in per_tau.values()]
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
+  (out / "figure_2b.md").write_text("\n".join(lines) + "\n")
+  print("\n".join(lines))
+
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(5.5, 3.8))
+  for name, per_tau in rows.items():
+    ax.plot(taus, [diagnostics.log10(per_tau[str(t)]["mse"]) for t in taus], marker="o", label=name)
+  ax.set_xscale("log")
+  ax.set_xlabel(r"temperature $\tau$")
+  ax.set_ylabel(r"$\log_{10}$ MSE of the encoder gradient")
+  ax.set_title(f"16-ary VAE, trained checkpoint (step {step}), B = 20", fontsize=9)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(out / "figures" / "figure_2b.png", dpi=130)
+  plt.close(fig)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,64 @@
+"""scripts/reproduce.py (the paper's tables) and scripts/figure_2b.py on tiny synthetic runs."""
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli import ROOT, run_main
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import reproduce  # noqa: E402  (a script, imported for its helpers)
+
+
+def _script(name, *args):
+  result = subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result
+
+
+def test_table1_selects_the_learning_rate_on_mean_validation_and_reports_seeds(tmp_path):
+  _script("reproduce.py", "--table=1", f"--out={tmp_path}", "--estimators=st_gs", "--taus=0.1", "--seeds=2",
+          "--learning_rates=0.1,1.0", "--set=dataset=synthetic", "--set=num_train_examples=80", "--set=embed_dim=8",
+          "--set=hidden_dim=8", "--set=classifier_hidden_dim=8", "--set=num_epochs=1")
+  members = json.loads((tmp_path / "L10_tau0.1_noclip" / "st_gs" / "results.json").read_text())["members"]
+  assert sorted((m["learning_rate"], m["seed"]) for m in members) == [(0.1, 0), (0.1, 1), (1.0, 0), (1.0, 1)]
+  by_rate = {r: [m for m in members if m["learning_rate"] == r] for r in (0.1, 1.0)}
+  best = max(by_rate, key=lambda r: statistics.mean(m["valid_accuracy"] for m in by_rate[r]))
+  row = json.loads((tmp_path / "table1.json").read_text())[0]
+  assert row["selected_learning_rate"] == best and row["seeds"] == 2 and row["paper"] == 59.3
+  tests = [100 * m["test_accuracy"] for m in by_rate[best]]
+  assert row["test_accuracy_mean"] == pytest.approx(statistics.mean(tests))
+  assert row["test_accuracy_std"] == pytest.approx(statistics.stdev(tests))
+  assert row["wall_seconds"] > 0 and "2 seeds per learning rate (the paper: 5)" in row["departures"]
+  table = (tmp_path / "table1.md").read_text()
+  assert table.startswith("Command: `python scripts/reproduce.py --table=1") and "| 10 | 0.1 | none | st_gs |" in table
+
+
+def test_wall_time_sums_each_process_of_a_resumed_run(tmp_path):
+  log = tmp_path / "log.txt"
+  log.write_text("I1126 06:00:00.000000 1 common.py:1] starting a new run in x\n"
+                 "I1126 06:00:30.500000 1 common.py:1] step 10/20\n"
+                 "error: interrupted\n"
+                 "I1126 07:00:00.000000 2 common.py:1] resumed from the checkpoint at step 10\n"
+                 "I1126 07:00:10.000000 2 common.py:1] results: ...\n")
+  assert reproduce.wall_seconds(log) == pytest.approx(40.5)
+
+
+def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):
+  workdir = tmp_path / "vae"
+  run_main("configs/vae_16ary.py", workdir, "dataset=synthetic", "encoder_widths=(16,)", "decoder_widths=(16,)",
+           "num_steps=2", "estimator=st_gs", "eval_every=0", "variance_every=0", "num_eval_samples=5",
+           "eval_batch_size=25", "population.size=2")
+  _script("figure_2b.py", f"--vae_workdir={workdir}", "--vae_member=1", f"--out_dir={tmp_path / 'out'}",
+          "--figure_estimators=st_gs,gr_mc10", "--figure_taus=0.5,1.0", "--figure_draws=4", "--reference_draws=8")
+  results = json.loads((tmp_path / "out" / "figure_2b.json").read_text())
+  assert results["member"] == 1 and results["checkpoint_step"] == 2
+  for name in ("st_gs", "gr_mc10"):
+    for tau in ("0.5", "1.0"):
+      cell = results["mse"][name][tau]
+      assert cell["mse"] == pytest.approx(cell["variance"] + cell["squared_bias"]) and cell["variance"] > 0
+  assert (tmp_path / "out" / "figures" / "figure_2b.png").read_bytes()[:4] == b"\x89PNG"
