@@ -6,7 +6,9 @@ st, st_gs, gr_mc<K>, gr_qmc<K>, zgr, reinmax, gst, gst_p).
 Plain SGD, weight decay 1e-4, batch size = maximum length L, a fixed number of
 epochs; after every epoch the validation and test accuracies are measured
 (greedy merges), and the test accuracy at the best validation epoch is the
-reported result (model selection on validation only).
+reported result (model selection on validation only). A run is a population
+(:mod:`experiments.population`): the paper's learning-rate grid times seeds is
+``population.search="paper"``.
 """
 
 from __future__ import annotations

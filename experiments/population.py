@@ -387,7 +387,6 @@ class Trainer:
     return self._block(num_steps)(state, jnp.asarray(first_step, jnp.int32), self.train_data)
 
 
-
 class Run:
   """The loop itself: blocks, logging, hooks, checkpoints, stop signals.
 

@@ -3,7 +3,10 @@
 Training maximizes the single-sample bound log p(x, D) - log q(D | x) with the
 configured estimator (REINFORCE adds its score-function surrogate with a
 running-mean baseline); evaluation is the importance-weighted bound with exact
-discrete samples. Runs resume from their latest checkpoint in the workdir.
+discrete samples. The experiment gives :mod:`experiments.population` its pure
+functions (``VAETask``) and periodic measurements (hooks); a run is a
+population of one or more members (the paper's random search:
+``population.search="paper"``), resumed from its latest checkpoint.
 """
 
 from __future__ import annotations
@@ -169,8 +172,9 @@ class VAETask:
     }
     return new_member, {"bound": jnp.mean(bound), "tau": tau}
 
-  def iwae(self, params, seed, x, salt, num_samples):
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt)
+  def iwae(self, params, seed, x, salt, start, num_samples):
+    """IWAE bounds ``[B]`` of the images ``x`` (rows ``start`` ... of an evaluation labelled ``salt``)."""
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt), start)
     return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size, self.input_offset)
 
   def gradient_measurements(self, params, baseline_mean, tau, seed, x, step, mse: bool):
@@ -212,15 +216,16 @@ class Evaluator:
     ``report_every_seconds`` (30).
     """
     if num_samples not in self._iwae:
-      fn = lambda params, seed, x, salt: self.task.iwae(params, seed, x, salt, num_samples)
-      self._iwae[num_samples] = jax.jit(self.trainer.parallel(fn, shared=2))
+      fn = lambda params, seed, x, salt, start: self.task.iwae(params, seed, x, salt, start, num_samples)
+      self._iwae[num_samples] = jax.jit(self.trainer.parallel(fn, shared=3))
     iwae = self._iwae[num_samples]
     size = self.task.config.eval_batch_size
     total = np.zeros(self.trainer.size)
     t0 = last_report = time.perf_counter()
     for start in range(0, len(images), size):
       x = jnp.asarray(images[start : start + size], jnp.float32)
-      bounds = iwae(state["members"]["params"], state["seed"], x, jnp.asarray(salt * 1_000_003 + start))
+      bounds = iwae(state["members"]["params"], state["seed"], x, jnp.asarray(salt, jnp.int32),
+                    jnp.asarray(start, jnp.int32))
       total += population.to_host(bounds).astype(np.float64).sum(axis=1)
       now = time.perf_counter()
       if label and now - last_report > self.report_every_seconds:

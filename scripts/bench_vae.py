@@ -78,15 +78,15 @@ def main(argv):
   config = vae_16ary.get_config()
   task = vae.VAETask(config, vae.validate(config))
   params = task.init_member(jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0)["params"]
-  iwae = jax.jit(task.iwae, static_argnums=4)
+  iwae = jax.jit(task.iwae, static_argnums=5)
   images = _TEST_SIZE if _EVAL_IMAGES.value < 0 else _EVAL_IMAGES.value
   test = (rng.random((images, 784)) < 0.13).astype(np.float32)
 
   def evaluate():
     for start in range(0, len(test), config.eval_batch_size):
-      jax.block_until_ready(iwae(params, 0, test[start : start + config.eval_batch_size], start, 5000))
+      jax.block_until_ready(iwae(params, 0, test[start : start + config.eval_batch_size], 0, start, 5000))
 
-  iwae(params, 0, test[: config.eval_batch_size], 0, 5000)  # compile
+  iwae(params, 0, test[: config.eval_batch_size], 0, 0, 5000)  # compile
   start = time.perf_counter()
   evaluate()
   seconds = time.perf_counter() - start

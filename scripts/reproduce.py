@@ -16,7 +16,7 @@ member with the best validation bound is reported with its test bound.
 Each population is ``python -m experiments.main`` in
 ``OUT/<setting>/<estimator>`` (log in ``log.txt``): finished ones are read,
 interrupted ones resume, so the command can be rerun until it completes.
-``OUT/table<N>.md`` (and ``.json``) lists, per cell, the paper's number and
+``OUT/table<N>.md`` (and ``.json``; ``--name`` renames them) lists, per cell, the paper's number and
 ours, the selected hyperparameters, the device, the wall time and every
 departure from the paper's protocol (``--set`` overrides, fewer seeds, draws
 or learning rates, clipping).
@@ -40,6 +40,7 @@ _OUT = flags.DEFINE_string("out", None, "Directory for the populations and the t
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "config.data_dir for every run.")
 _ESTIMATORS = flags.DEFINE_list("estimators", None, "Estimators (default: the paper's rows).")
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every run (departures: listed).")
+_NAME = flags.DEFINE_string("name", "", "Base name of the table files in --out (default table<N>).")
 _RUN = flags.DEFINE_bool("run", True, "Train what is missing (False: only tabulate finished populations).")
 # Table 1.
 _LENGTHS = flags.DEFINE_list("lengths", ["10"], "Table 1: maximum lengths L (10, 25, 50).")
@@ -235,8 +236,9 @@ def main(argv):
   rows, lines = (table1 if _TABLE.value == "1" else table2)(out)
   command = "python scripts/reproduce.py " + " ".join(a for a in sys.argv[1:])
   text = "\n".join([f"Command: `{command}`", "", *lines]) + "\n"
-  (out / f"table{_TABLE.value}.md").write_text(text)
-  (out / f"table{_TABLE.value}.json").write_text(json.dumps(rows, indent=1) + "\n")
+  name = _NAME.value or f"table{_TABLE.value}"
+  (out / f"{name}.md").write_text(text)
+  (out / f"{name}.json").write_text(json.dumps(rows, indent=1) + "\n")
   print(text)
 
 

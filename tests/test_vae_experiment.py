@@ -14,6 +14,7 @@ import pytest
 
 from configs import vae_16ary
 from experiments import common, population, vae
+from gr_jax.models import vae as vae_model
 from tests.cli import ROOT, run_main
 
 TINY = (
@@ -247,7 +248,32 @@ def test_long_evaluations_report_progress(caplog):
   evaluator.report_every_seconds = 0.0
   images = vae.load_data(config)["test"][:40]
   with caplog.at_level("INFO"):
-    nll = evaluator.nll(trainer.init_state(), images, 0, 3, "test")
+    nll = evaluator.nll(trainer.init_state(), images, 50_000, 3, "test")  # a late step: the key salt fits
   lines = [r.getMessage() for r in caplog.records if "evaluating test" in r.getMessage()]
   assert nll.shape == (1,) and np.isfinite(nll).all() and len(lines) == 4
   assert lines[-1].startswith("evaluating test (M=3, 1 member): 40/40 images,") and "ETA 0s" in lines[-1]
+
+
+def test_output_bias_and_input_centring_switches():
+  """decoder_output_bias='data_log_odds' starts the decoder at the pixels' log-odds (so the
+  initial reconstruction is the mean image); center_inputs feeds the encoder x minus the means."""
+  config = vae_16ary.get_config()
+  config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
+  means = np.linspace(0.01, 0.99, 784).astype(np.float32)
+  hyperparameters = {k: config[k] for k in vae.HYPERPARAMETERS}
+  plain = vae.VAETask(config, vae.validate(config), means).init_member(jax.random.key(0), hyperparameters, 0)
+  config.decoder_output_bias, config.center_inputs = "data_log_odds", True
+  task = vae.VAETask(config, vae.validate(config), means)
+  member = task.init_member(jax.random.key(0), hyperparameters, 0)
+  bias = member["params"]["decoder"]["layers"][1]["bias"]
+  np.testing.assert_allclose(jax.nn.sigmoid(bias), means, rtol=1e-5)
+  np.testing.assert_array_equal(member["params"]["encoder"]["layers"][0]["kernel"],
+                                plain["params"]["encoder"]["layers"][0]["kernel"])  # only the bias differs
+  x = jax.numpy.asarray(np.random.default_rng(0).random((4, 784)) < 0.3, jax.numpy.float32)
+  model = task.model(member["params"])
+  np.testing.assert_allclose(task.iwae(member["params"], 0, x, 0, 0, 3),
+                             vae_model.iwae_bound(model, x, jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
+                                 jax.random.key(0), 3), 0), 0), 3, config.iwae_chunk_size, means), rtol=1e-6)
+  config.decoder_output_bias = "ones"
+  with pytest.raises(common.ConfigError, match=r"config\.decoder_output_bias"):
+    vae.validate(config)
