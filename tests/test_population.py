@@ -23,7 +23,6 @@ import pytest
 
 from configs import listops_L10, vae_16ary
 from experiments import common, listops, population, vae
-from scripts import merge_population
 from tests.cli import ROOT, run_main
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -263,14 +262,18 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   for i, shard in enumerate(shards):
     run_main("configs/vae_16ary.py", shard, *TINY_CLI, "num_steps=2", f"population.shard_index={i}",
              "population.num_shards=2")
-  merged = merge_population.merge(shards, tmp_path / "merged")
+  merge = lambda out, *workdirs: subprocess.run(
+      [sys.executable, "scripts/merge_population.py", f"--out={out}", *map(str, workdirs)], cwd=ROOT,
+      capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+  assert merge(tmp_path / "merged", *shards).returncode == 0
+  merged = json.loads((tmp_path / "merged" / "results.json").read_text())
   single = json.loads((tmp_path / "whole" / "results.json").read_text())
   assert [m["member"] for m in merged["members"]] == [0, 1, 2]
   for a, b in zip(merged["members"], single["members"]):
     assert a["learning_rate"] == b["learning_rate"] and a["valid_nll"] == pytest.approx(b["valid_nll"], rel=1e-4)
   assert merged["selected_member"] == single["selected_member"]
-  with pytest.raises(SystemExit, match="do not cover the population"):
-    merge_population.merge(shards[:1], tmp_path / "partial")
+  partial = merge(tmp_path / "partial", shards[0])
+  assert partial.returncode != 0 and "do not cover the population" in partial.stderr.strip().splitlines()[-1]
 
 
 def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
