@@ -224,10 +224,6 @@ class Task:
     return self.num_examples // self.batch_size
 
 
-def _distributed_requested() -> bool:
-  return os.environ.get("GR_JAX_DISTRIBUTED") == "1"
-
-
 def initialize_distributed() -> None:
   """``jax.distributed.initialize()`` when the launcher asks for it (``GR_JAX_DISTRIBUTED=1``).
 
@@ -235,7 +231,7 @@ def initialize_distributed() -> None:
   itself; elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
   JAX_PROCESS_ID as well.
   """
-  if _distributed_requested() and not jax.distributed.is_initialized():
+  if os.environ.get("GR_JAX_DISTRIBUTED") == "1" and not jax.distributed.is_initialized():
     jax.distributed.initialize()
 
 

@@ -30,10 +30,11 @@ import json
 import pathlib
 import re
 import statistics
-import subprocess
 import sys
 
 from absl import app, flags
+
+import launch
 
 _TABLE = flags.DEFINE_enum("table", None, ["1", "2"], "The paper's table to reproduce.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Directory for the populations and the table.", required=True)
@@ -87,12 +88,8 @@ def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | Non
   """The population's results.json, training it first (or resuming it) when --run."""
   results = workdir / "results.json"
   if not results.exists() and _RUN.value:
-    workdir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "experiments.main", f"--config={config}", f"--workdir={workdir}"]
-    command += [f"--config.{o}" for o in overrides]
     print(f"training {workdir} ...", flush=True)
-    with open(workdir / "log.txt", "a") as log:
-      subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+    launch.train_unless_finished(config, workdir, overrides)
   return json.loads(results.read_text()) if results.exists() else None
 
 

@@ -21,10 +21,10 @@ import itertools
 import json
 import pathlib
 import statistics
-import subprocess
-import sys
 
 from absl import app, flags
+
+import launch
 
 _CONFIG = flags.DEFINE_string("config", None, "Config file.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the table.", required=True)
@@ -47,14 +47,8 @@ DATA_FIELDS = ("learning_rate", "momentum", "weight_decay", "tau")
 
 
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
-  results = workdir / "results.json"
-  if not results.exists():
-    workdir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "experiments.main", f"--config={_CONFIG.value}", f"--workdir={workdir}"]
-    command += [f"--config.{o}" for o in overrides]
-    with open(workdir / "log.txt", "a") as log:
-      subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
-  return json.loads(results.read_text())
+  launch.train_unless_finished(_CONFIG.value, workdir, overrides)
+  return json.loads((workdir / "results.json").read_text())
 
 
 def _as_list(values: list[str]) -> str:
