@@ -88,9 +88,7 @@ def check_common(config: ConfigDict) -> None:
   require(isinstance(config.tau, (int, float)) and math.isfinite(config.tau) and config.tau > 0,
           "tau", "a finite number > 0", config.tau)
   require(config.tau_schedule in TAU_SCHEDULES, "tau_schedule", f"one of {TAU_SCHEDULES}", config.tau_schedule)
-  if config.tau_schedule == "exponential":
-    require(isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= config.tau,
-            "tau_min", f"a number in (0, tau = {config.tau}] with tau_schedule='exponential'", config.tau_min)
+  # tau_min is checked against the members' own taus (population.check_schedule_floor).
   require(isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
           "tau_decay_rate", "a number >= 0 (per step)", config.tau_decay_rate)
   require_int(config, "tau_decay_every", minimum=1)

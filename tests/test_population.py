@@ -168,6 +168,9 @@ def test_selection_takes_the_best_finite_validation_member():
         ({"steps_per_call": 0}, "steps_per_call"),
         ({"population_search": "paper", "population_size": 4, "tau_schedule": "exponential", "tau_min": 0.5},
          "tau_min"),  # above a drawn tau
+        ({"tau_schedule": "exponential", "tau_min": 0.9}, "tau_min"),  # above the single run's tau (0.5)
+        ({"population_search": "lists", "population_tau": (0.8, 0.2), "tau_schedule": "exponential",
+          "tau_min": 0.3}, "tau_min"),  # above one listed tau
     ],
 )
 def test_bad_population_configs_name_the_field(tmp_path, overrides, field):
