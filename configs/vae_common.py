@@ -56,6 +56,10 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.mse_every = 0  # log10 MSE of the encoder gradient vs REINFORCE (Figure 2b); costly
   config.mse_reference_draws = 10_000  # REINFORCE draws of the reference gradient
   config.num_eval_samples = 5_000  # IWAE M of the final valid/test numbers
+  # With several members: 0 = every member is evaluated with num_eval_samples;
+  # M > 0 = every member is scored with this cheaper M (selection on valid), and
+  # only the selected member is then evaluated with num_eval_samples.
+  config.selection_eval_samples = 0
   config.num_eval_examples = -1  # -1 = the whole split
   config.eval_batch_size = 100
   config.iwae_chunk_size = 100

@@ -486,10 +486,12 @@ def write_results(path: pathlib.Path, reports: list[dict], metric: str, mode: st
                   columns: Sequence[str]) -> dict:
   """results.json: ``common_results``, the selected member's results, ``members``; and summary.md."""
   selected = select(reports, metric, mode)
-  results = {**common_results, **(selected or {metric: None}), "members": reports, "selected_by": [metric, mode],
-             "summary_columns": list(columns)}
+  # A member evaluated again more precisely (the VAE's selection_eval_samples) reports those numbers.
+  results = {**common_results, **(selected or {metric: None}), **(selected or {}).get("final", {}),
+             "members": reports, "selected_by": [metric, mode], "summary_columns": list(columns)}
   results["selected_member"] = selected["member"] if selected else None
   results.pop("member", None)
+  results.pop("final", None)
   common.write_json_atomic(path / "results.json", results)
   common.write_text_atomic(path / "summary.md", summary_table(reports, metric, mode, columns))
   return results

@@ -54,6 +54,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require_int(config, "num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size",
                      minimum=1)
   common.require_int(config, "variance_draws", "mse_reference_draws", minimum=2)
+  common.require_int(config, "selection_eval_samples", minimum=0, allowed="an int >= 0 (0 = num_eval_samples)")
   common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
                  "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
   return estimator
@@ -209,31 +210,37 @@ class Evaluator:
     self._iwae = {}
     self._measure = {}
 
-  def nll(self, state, images: np.ndarray, salt: int, num_samples: int, label: str = "") -> np.ndarray:
+  def nll(self, state, images: np.ndarray, salt: int, num_samples: int, label: str = "",
+          member: int | None = None) -> np.ndarray:
     """``[P]`` mean negative IWAE bounds (nats) over ``images``, in eval batches.
 
-    With a ``label``, a progress line (images done, rate, ETA) every
-    ``report_every_seconds`` (30).
+    With ``member`` (an index into the population), that member's alone, as a
+    ``[1]`` array. With a ``label``, a progress line (images done, rate, ETA)
+    every ``report_every_seconds`` (30).
     """
-    if num_samples not in self._iwae:
+    one = member is not None
+    if (num_samples, one) not in self._iwae:
       fn = lambda params, seed, x, salt, start: self.task.iwae(params, seed, x, salt, start, num_samples)
-      self._iwae[num_samples] = jax.jit(self.trainer.parallel(fn, shared=3))
-    iwae = self._iwae[num_samples]
+      self._iwae[num_samples, one] = jax.jit(fn if one else self.trainer.parallel(fn, shared=3))
+    iwae = self._iwae[num_samples, one]
+    params, seeds = state["members"]["params"], state["seed"]
+    if one:
+      params, seeds = jax.tree.map(lambda a: a[member], params), seeds[member]
     size = self.task.config.eval_batch_size
-    total = np.zeros(self.trainer.size)
+    count = 1 if one else self.trainer.size
+    total = np.zeros(count)
     t0 = last_report = time.perf_counter()
     for start in range(0, len(images), size):
       x = jnp.asarray(images[start : start + size], jnp.float32)
-      bounds = iwae(state["members"]["params"], state["seed"], x, jnp.asarray(salt, jnp.int32),
-                    jnp.asarray(start, jnp.int32))
-      total += population.to_host(bounds).astype(np.float64).sum(axis=1)
+      bounds = iwae(params, seeds, x, jnp.asarray(salt, jnp.int32), jnp.asarray(start, jnp.int32))
+      total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
       now = time.perf_counter()
       if label and now - last_report > self.report_every_seconds:
         done = start + len(x)
         rate = done / (now - t0)
-        logging.info("evaluating %s (M=%d, %d member%s): %d/%d images, %.1f images/s, ETA %.0fs", label,
-                     num_samples, self.trainer.size, "s" * (self.trainer.size > 1), done, len(images), rate,
-                     (len(images) - done) / rate)
+        who = f"member {member}" if one else f"{count} member{'s' * (count > 1)}"
+        logging.info("evaluating %s (M=%d, %s): %d/%d images, %.1f images/s, ETA %.0fs", label, num_samples, who,
+                     done, len(images), rate, (len(images) - done) / rate)
         last_report = now
     return -total / len(images)
 
@@ -255,6 +262,51 @@ def _eval_subset(images: np.ndarray, count: int, seed: int) -> np.ndarray:
   return images[np.random.default_rng(seed).permutation(len(images))[:count]]
 
 
+def selection_samples(config: ConfigDict) -> int:
+  """The IWAE M with which every member is scored (``num_eval_samples`` unless a cheaper one is set)."""
+  if population.population_size(config) > 1 and config.selection_eval_samples:
+    return config.selection_eval_samples
+  return config.num_eval_samples
+
+
+def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list[dict]:
+  """The ``members`` reports: every member's IWAE bounds on valid and test.
+
+  With ``selection_eval_samples`` (and several members) every member is scored
+  with that M, and the one best on validation is evaluated again with
+  ``num_eval_samples`` (fresh samples); its report then holds those numbers
+  under ``final``, which results.json reports for the selected member.
+  """
+  size, samples = len(chosen), selection_samples(config)
+  logging.info("final evaluation: IWAE bound with M=%d on %d valid and %d test images%s", samples, len(valid),
+               len(test), "" if samples == config.num_eval_samples else
+               f"; then M={config.num_eval_samples} for the member selected on valid")
+  nll = {
+      "valid": evaluator.nll(state, valid, -1, samples, "valid"),
+      "test": evaluator.nll(state, test, -2, samples, "test"),
+  }
+  for split in ("valid", "test"):
+    run.write(run.last_step, split, {"nll": nll[split], "num_samples": np.full(size, samples)})
+  diverged_at = population.to_host(state["diverged_at"])
+  reports = [
+      population.member_report(member, {"valid_nll": float(nll["valid"][i]), "test_nll": float(nll["test"][i]),
+                                        "final_tau": float(evaluator.task.tau_at(member.hyperparameters["tau"],
+                                                                                 run.last_step))},
+                               int(diverged_at[i]))
+      for i, member in enumerate(chosen)
+  ]
+  selected = population.select(reports, "valid_nll", "min")
+  if samples != config.num_eval_samples and selected is not None:
+    i = reports.index(selected)
+    final = {"num_eval_samples": config.num_eval_samples}
+    for salt, split, images in ((-3, "valid", valid), (-4, "test", test)):
+      final[f"{split}_nll"] = float(evaluator.nll(state, images, salt, config.num_eval_samples, split, member=i)[0])
+      run.writer.write(run.last_step, split, member=selected["member"], nll=final[f"{split}_nll"],
+                       num_samples=config.num_eval_samples)
+    selected["final"] = final
+  return reports
+
+
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   """Trains a population of discrete VAEs (one by default), resuming from workdir, and evaluates them.
 
@@ -262,8 +314,10 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   ``variance_every`` / ``mse_every`` steps the encoder gradient's variance (and
   MSE against REINFORCE) on a fixed batch; every ``eval_every`` steps a cheap
   validation bound; at the end the IWAE bound with ``num_eval_samples`` on the
-  validation and test sets, for every member. The member with the best
-  validation bound is the reported one (the paper's model selection).
+  validation and test sets, for every member (or, with
+  ``selection_eval_samples``, every member with that M and the selected one
+  with ``num_eval_samples``). The member with the best validation bound is the
+  reported one (the paper's model selection).
 
   Returns:
     The results written to ``workdir/results.json``.
@@ -305,30 +359,18 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     nll = evaluator.nll(state, valid, step, config.periodic_eval_samples, "valid")
     # The IWAE cost is linear in images x M: extrapolate the final evaluation's.
     seconds_per_unit = (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
-    run.progress.final_seconds = seconds_per_unit * (len(valid) + len(test)) * config.num_eval_samples
+    samples = selection_samples(config)
+    per_image = trainer.size * samples + (config.num_eval_samples if samples != config.num_eval_samples else 0)
+    run.progress.final_seconds = seconds_per_unit / trainer.size * (len(valid) + len(test)) * per_image
     run.write(step, "valid", {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)})
     logging.info("step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, population.describe(nll))
 
   measure_every = math.gcd(config.variance_every, config.mse_every)
   hooks = [population.Hook(measure_every, measure), population.Hook(config.eval_every, periodic_eval, False)]
   state = run.train(hooks)
-  logging.info("final evaluation: IWAE bound with M=%d on %d valid and %d test images", config.num_eval_samples,
-               len(valid), len(test))
   t0 = time.perf_counter()
-  nll = {
-      "valid": evaluator.nll(state, valid, -1, config.num_eval_samples, "valid"),
-      "test": evaluator.nll(state, test, -2, config.num_eval_samples, "test"),
-  }
+  reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0
-  for split in ("valid", "test"):
-    run.write(run.last_step, split, {"nll": nll[split], "num_samples": np.full(trainer.size, config.num_eval_samples)})
-  diverged_at = population.to_host(state["diverged_at"])
-  reports = [
-      population.member_report(member, {"valid_nll": float(nll["valid"][i]), "test_nll": float(nll["test"][i]),
-                                        "final_tau": float(task.tau_at(member.hyperparameters["tau"], run.last_step))},
-                               int(diverged_at[i]))
-      for i, member in enumerate(chosen)
-  ]
   results = population.finish(path, config, reports, "valid_nll", "min", {
       "steps": config.num_steps,
       "trained_steps": run.last_step,
@@ -336,6 +378,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "tau_schedule": config.tau_schedule,
       "batch_size": config.batch_size,
       "num_eval_samples": config.num_eval_samples,
+      "selection_eval_samples": selection_samples(config),
       "num_eval_examples": len(test),
       "final_eval_seconds": eval_seconds,
   }, columns=("valid_nll", "test_nll"))

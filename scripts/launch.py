@@ -5,10 +5,12 @@ import subprocess
 import sys
 
 
-def train_unless_finished(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
-  """Trains (or resumes) the run in ``workdir`` unless it wrote results.json; its output goes to log.txt."""
-  if (workdir / "results.json").exists():
-    return
+def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
+  """Trains, resumes or extends (num_steps grown) the run in ``workdir``; its output goes to log.txt.
+
+  A run that already finished with this config is not redone: experiments.main
+  only reads its results.
+  """
   workdir.mkdir(parents=True, exist_ok=True)
   command = [sys.executable, "-m", "experiments.main", f"--config={config}", f"--workdir={workdir}"]
   command += [f"--config.{o}" for o in overrides]

@@ -15,7 +15,9 @@ member with the best validation bound is reported with its test bound.
 
 Each population is ``python -m experiments.main`` in
 ``OUT/<setting>/<estimator>`` (log in ``log.txt``): finished ones are read,
-interrupted ones resume, so the command can be rerun until it completes.
+interrupted ones resume, so the command can be rerun until it completes, and
+a finished one continues from its last checkpoint when ``--set=num_steps=``
+grows (evaluation fields such as ``num_eval_samples`` may change too).
 ``OUT/table<N>.md`` (and ``.json``; ``--name`` renames them) lists, per cell, the paper's number and
 ours, the selected hyperparameters, the device, the wall time and every
 departure from the paper's protocol (``--set`` overrides, fewer seeds, draws
@@ -87,14 +89,15 @@ _TIMESTAMP = re.compile(r"^[IWEF](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
 def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | None:
   """The population's results.json, training it first (or resuming it) when --run."""
   results = workdir / "results.json"
-  if not results.exists() and _RUN.value:
-    print(f"training {workdir} ...", flush=True)
-    launch.train_unless_finished(config, workdir, overrides)
+  if _RUN.value:
+    print(f"training (or reading) {workdir} ...", flush=True)
+    launch.train(config, workdir, overrides)
   return json.loads(results.read_text()) if results.exists() else None
 
 
 def wall_seconds(log: pathlib.Path) -> float | None:
-  """Training + evaluation wall time from log.txt: each process's first to last log line, summed."""
+  """Training + evaluation wall time from log.txt: each process's span, from its start (or resume) line
+  to its results line or its last line, summed (a process that only read finished results adds nothing)."""
   if not log.exists():
     return None
   total, first, last = 0.0, None, None
@@ -107,10 +110,20 @@ def wall_seconds(log: pathlib.Path) -> float | None:
       if first is not None:
         total += (last - first).total_seconds()
       first = moment
-    last = moment
+    if first is not None:
+      last = moment
+      if "] results: " in line:
+        total += (last - first).total_seconds()
+        first = None
   if first is not None:
     total += (last - first).total_seconds()
   return total
+
+
+def _samples(row: dict) -> str:
+  """The final M, and the cheaper M every member was selected with where that differs."""
+  final, selection = row["num_eval_samples"], row["selection_eval_samples"]
+  return str(final) if final == selection else f"{final} (selection: {selection})"
 
 
 def _hours(seconds: float | None) -> str:
@@ -208,6 +221,7 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
             "diverged": sum(m["diverged_at_step"] is not None for m in results["members"]),
             "paper": PAPER_TABLE2.get(estimator, {}).get((arity, batch_size)),
             "steps": results["steps"], "num_eval_samples": results["num_eval_samples"],
+            "selection_eval_samples": results.get("selection_eval_samples", results["num_eval_samples"]),
             "num_eval_examples": results["num_eval_examples"],
             "device": results.get("device", "not recorded"), "wall_seconds": wall_seconds(workdir / "log.txt"),
             "workdir": str(workdir), "departures": _departures(extra),
@@ -221,7 +235,7 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
         f"| {r['arity']} | {r['batch_size']} | {r['estimator']} | {r['test_nll']:.1f} |"
         f" {'-' if r['paper'] is None else r['paper']} | {r['valid_nll']:.1f} | {s['learning_rate']:.4f} /"
         f" {s['momentum']:.3f} / {s['weight_decay']:g} / {s['tau']:.3f} | {r['median_member_test_nll']:.1f} |"
-        f" {r['diverged']}/{r['members']} | {r['steps']} | {r['num_eval_samples']} / {r['num_eval_examples']} |"
+        f" {r['diverged']}/{r['members']} | {r['steps']} | {_samples(r)} / {r['num_eval_examples']} |"
         f" {r['device']} | {_hours(r['wall_seconds'])} | {'; '.join(r['departures']) or 'none'} |")
   return rows, lines
 

@@ -47,7 +47,7 @@ DATA_FIELDS = ("learning_rate", "momentum", "weight_decay", "tau")
 
 
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
-  launch.train_unless_finished(_CONFIG.value, workdir, overrides)
+  launch.train(_CONFIG.value, workdir, overrides)
   return json.loads((workdir / "results.json").read_text())
 
 

@@ -38,14 +38,19 @@ def test_table1_selects_the_learning_rate_on_mean_validation_and_reports_seeds(t
   assert table.startswith("Command: `python scripts/reproduce.py --table=1") and "| 10 | 0.1 | none | st_gs |" in table
 
 
-def test_wall_time_sums_each_process_of_a_resumed_run(tmp_path):
+def test_wall_time_sums_the_processes_that_trained(tmp_path):
   log = tmp_path / "log.txt"
   log.write_text("I1126 06:00:00.000000 1 common.py:1] starting a new run in x\n"
                  "I1126 06:00:30.500000 1 common.py:1] step 10/20\n"
                  "error: interrupted\n"
                  "I1126 07:00:00.000000 2 common.py:1] resumed from the checkpoint at step 10\n"
-                 "I1126 07:00:10.000000 2 common.py:1] results: ...\n")
-  assert reproduce.wall_seconds(log) == pytest.approx(40.5)
+                 "I1126 07:00:10.000000 2 common.py:1] results: ...\n"
+                 # A process that only read the finished results, then one that extended the run.
+                 "I1126 08:00:00.000000 3 common.py:1] the run in x is finished (20 steps)\n"
+                 "I1126 09:00:00.000000 4 common.py:1] resumed from the checkpoint at step 20\n"
+                 "I1126 09:00:05.000000 4 common.py:1] results: ...\n"
+                 "I1126 09:30:00.000000 5 common.py:1] the run in x is finished (30 steps)\n")
+  assert reproduce.wall_seconds(log) == pytest.approx(45.5)
 
 
 def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):

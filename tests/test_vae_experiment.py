@@ -164,6 +164,31 @@ def test_restart_with_another_config_is_refused_and_a_finished_run_is_not_redone
   assert json.loads((tmp_path / "config.json").read_text())["estimator"] == "st_gs"
 
 
+def test_finished_population_is_extended_and_the_selected_member_evaluated_with_more_samples(tmp_path):
+  """A finished run resumes when num_steps grows, with new evaluation fields; with
+  selection_eval_samples every member is scored with that M and only the member
+  selected on validation gets num_eval_samples. The IWAE bound tightens with M in
+  expectation (Burda et al. 2016), and from M = 2 to 200 on an untrained model the
+  gain is several nats, far above the noise of 50 images: so the final numbers
+  must be the lower ones."""
+  population_of_3 = ("population.size=3", "estimator=st_gs", "variance_every=0", "mse_every=0", "eval_every=0")
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, *population_of_3, "num_steps=2")
+  extended = run_main("configs/vae_16ary.py", tmp_path, *TINY, *population_of_3, "num_steps=4",
+                      "selection_eval_samples=2", "num_eval_samples=200", "num_eval_examples=50")
+  assert "resumed from the checkpoint at step 2" in extended.stderr
+  results = json.loads((tmp_path / "results.json").read_text())
+  assert results["steps"] == 4 and results["selection_eval_samples"] == 2 and results["num_eval_samples"] == 200
+  members = results["members"]
+  selected = min(members, key=lambda m: m["valid_nll"])
+  assert results["selected_member"] == selected["member"]
+  assert [m["member"] for m in members if "final" in m] == [selected["member"]]
+  assert results["valid_nll"] == selected["final"]["valid_nll"] < selected["valid_nll"]
+  assert results["test_nll"] == selected["final"]["test_nll"] < selected["test_nll"]
+  lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  precise = [(l["member"], l["split"]) for l in lines if l.get("num_samples") == 200]
+  assert precise == [(selected["member"], "valid"), (selected["member"], "test")]
+
+
 def _start(workdir, *overrides):
   command = [sys.executable, "-m", "experiments.main", f"--config={ROOT / 'configs/vae_16ary.py'}",
              f"--workdir={workdir}"] + [f"--config.{o}" for o in overrides]
