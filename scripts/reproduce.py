@@ -227,7 +227,7 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
             "workdir": str(workdir), "departures": _departures(extra),
         })
   lines = ["| arity | B | estimator | test bound (selected member) | paper | valid bound | selected lr / momentum /"
-           " weight decay / tau | median member test | diverged | steps | M / images | device | wall |"
+           " weight decay / tau | median member test (selection M) | diverged | steps | M / images | device | wall |"
            " departures from the paper |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     s = r["selected"]
