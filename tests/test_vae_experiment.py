@@ -94,6 +94,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
         ("estimator=gr_exact", "config.estimator"),  # arity 16, not 2
         ("tau_schedule=cosine", "config.tau_schedule"),
         ("tau=inf", "config.tau"),
+        ("selection_eval_samples=-1", "config.selection_eval_samples"),
     ],
 )
 def test_bad_config_values_name_the_field(tmp_path, override, field):
