@@ -29,6 +29,9 @@ from gr_jax.models import vae
 
 DATASETS = ("binarized_mnist", "synthetic")
 OUTPUT_BIASES = ("zeros", "data_log_odds")
+# Model selection (the paper's): the member with the lowest validation bound. The final
+# evaluation and results.json must select the same member.
+SELECTION = ("valid_nll", "min")
 
 
 def validate(config: ConfigDict) -> estimators.Estimator:
@@ -295,7 +298,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
                                int(diverged_at[i]))
       for i, member in enumerate(chosen)
   ]
-  selected = population.select(reports, "valid_nll", "min")
+  selected = population.select(reports, *SELECTION)
   if samples != config.num_eval_samples and selected is not None:
     i = reports.index(selected)
     final = {"num_eval_samples": config.num_eval_samples}
@@ -371,7 +374,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   t0 = time.perf_counter()
   reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0
-  results = population.finish(path, config, reports, "valid_nll", "min", {
+  results = population.finish(path, config, reports, *SELECTION, {
       "steps": config.num_steps,
       "trained_steps": run.last_step,
       "estimator": config.estimator,
