@@ -14,17 +14,22 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.dataset = "binarized_mnist"  # or "synthetic" (tests)
   config.data_dir = ""
   config.download = True
-  # Model.
+  # Model: the Concrete paper's 240H~784V (Maddison et al. 2017, section 5.1 and
+  # appendix D), each choice one field. configs/vae_relu_mlp.py is the earlier
+  # ReLU 512/256 model (lecun_normal, zero output bias, no centring, uniform prior).
   config.arity = arity
   config.num_vars = num_vars
-  config.encoder_widths = (512, 256)
-  config.decoder_widths = (256, 512)
-  config.activation = "relu"
-  # Switches (off = the paper's unstated defaults as we assume them): the decoder's
-  # output bias at init ("zeros" or "data_log_odds": the training pixels' log-odds),
-  # and centring the encoder's input at the training pixel means.
-  config.decoder_output_bias = "zeros"
-  config.center_inputs = False
+  config.encoder_widths = (240, 240)  # "~": two tanh layers as wide as the stochastic layer (D.1)
+  config.decoder_widths = (240, 240)
+  config.activation = "tanh"  # or "relu"
+  config.kernel_init = "glorot_uniform"  # (D.5) or "lecun_normal"
+  # The decoder's output bias at init: "data_log_odds" (the training pixels' log-odds, D.3) or "zeros".
+  config.decoder_output_bias = "data_log_odds"
+  # The encoder's input minus: "running_average" (of the minibatch means, rate
+  # centering_decay, frozen in evaluation; D.4), "pixel_means" (fixed) or "none".
+  config.center_inputs = "running_average"
+  config.centering_decay = 0.9
+  config.prior = "learned"  # learned prior logits (zero init, section 5.1) or "uniform"
   # Estimator: a name accepted by gr_jax.estimators.get.
   config.estimator = "gr_mc100"
   config.tau = 0.5

@@ -29,6 +29,7 @@ from gr_jax.models import vae
 
 DATASETS = ("binarized_mnist", "synthetic")
 OUTPUT_BIASES = ("zeros", "data_log_odds")
+CENTERINGS = ("running_average", "pixel_means", "none")
 # Model selection (the paper's): the member with the lowest validation bound. The final
 # evaluation and results.json must select the same member.
 SELECTION = ("valid_nll", "min")
@@ -51,7 +52,11 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   common.require(config.decoder_output_bias in OUTPUT_BIASES, "decoder_output_bias", f"one of {OUTPUT_BIASES}",
                  config.decoder_output_bias)
-  common.require(isinstance(config.center_inputs, bool), "center_inputs", "True or False", config.center_inputs)
+  common.require(config.center_inputs in CENTERINGS, "center_inputs", f"one of {CENTERINGS}", config.center_inputs)
+  common.require(_number(config.centering_decay) and 0 <= config.centering_decay < 1, "centering_decay",
+                 "a number in [0, 1)", config.centering_decay)
+  for field, allowed in (("activation", vae.ACTIVATIONS), ("kernel_init", vae.KERNEL_INITS), ("prior", vae.PRIORS)):
+    common.require(config[field] in allowed, field, f"one of {tuple(allowed)}", config[field])
   common.require_int(config, "eval_every", "checkpoint_every", "variance_every", "mse_every", "log_every",
                      minimum=0, allowed="an int >= 0 (0 = off)")
   common.require_int(config, "num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size",
@@ -61,6 +66,10 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
                  "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
   return estimator
+
+
+def _number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
@@ -103,6 +112,8 @@ def make_model(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
       encoder_widths=tuple(config.encoder_widths),
       decoder_widths=tuple(config.decoder_widths),
       activation=config.activation,
+      kernel_init=config.kernel_init,
+      prior=config.prior,
       rngs=rngs,
   )
 
@@ -120,10 +131,15 @@ def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
 class VAETask:
   """The VAE's pure functions of one member, for :class:`experiments.population.Trainer`.
 
-  ``pixel_means`` (the training images' per-pixel means, ``[784]``) feed the
-  two switches ``decoder_output_bias="data_log_odds"`` (the decoder's output
-  bias starts at the pixels' log-odds) and ``center_inputs`` (the encoder sees
-  x minus the means).
+  ``pixel_means`` (the training images' per-pixel means, ``[784]``) feed
+  ``decoder_output_bias="data_log_odds"`` (the decoder's output bias starts at
+  the pixels' log-odds, Maddison et al. 2017, appendix D.3) and
+  ``center_inputs="pixel_means"``. The encoder sees x minus the member's
+  ``input_mean``: with ``center_inputs="running_average"`` (their appendix D.4)
+  an exponentially decaying average of the training minibatches' means (rate
+  ``centering_decay``, starting at 0), updated after each step's use and frozen
+  in evaluation; with ``"pixel_means"`` the fixed training means; with
+  ``"none"`` zeros.
   """
 
   def __init__(self, config: ConfigDict, estimator: estimators.Estimator, pixel_means: np.ndarray | None = None):
@@ -132,7 +148,8 @@ class VAETask:
       pixel_means = np.full(784, 0.5, np.float32)
     means = np.clip(np.asarray(pixel_means, np.float64), 1e-3, 1 - 1e-3)
     self.output_bias = jnp.asarray(np.log(means) - np.log1p(-means), jnp.float32)
-    self.input_offset = jnp.asarray(pixel_means, jnp.float32) if config.center_inputs else 0.0
+    self.initial_input_mean = jnp.asarray(pixel_means if config.center_inputs == "pixel_means" else np.zeros(784),
+                                          jnp.float32)
     self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.tau_at = common.tau_schedule(config)
@@ -153,42 +170,51 @@ class VAETask:
         "params": params,
         "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
         "baseline": self.baseline.init(),
+        "input_mean": self.initial_input_mean,
     }
 
-  def loss(self, params, x, key, baseline_mean, tau, estimator=None):
+  def loss(self, params, x, key, baseline_mean, tau, input_mean, estimator=None):
     estimator = estimator or self.estimator
-    bound, log_q = vae.single_sample_bound(self.model(params), x, key, estimator, tau, self.input_offset)
+    bound, log_q, kl = vae.single_sample_bound(self.model(params), x, key, estimator, tau, input_mean)
     loss = -jnp.mean(bound)
     objective = loss
     if estimator.score_function:
       objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
-    return objective, bound
+    return objective, (bound, kl)
 
   def train_step(self, member, hyperparameters, batch, key, step):
     tau = self.tau_at(hyperparameters["tau"], step)
     x = batch.astype(jnp.float32)
-    grads, bound = jax.grad(self.loss, has_aux=True)(member["params"], x, key, member["baseline"].mean, tau)
+    grads, (bound, kl) = jax.grad(self.loss, has_aux=True)(member["params"], x, key, member["baseline"].mean, tau,
+                                                           member["input_mean"])
     updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
+    input_mean = member["input_mean"]
+    if self.config.center_inputs == "running_average":
+      decay = self.config.centering_decay
+      input_mean = decay * input_mean + (1 - decay) * jnp.mean(x, axis=0)
     new_member = {
         "params": optax.apply_updates(member["params"], updates),
         "opt_state": opt_state,
         "baseline": self.baseline.update(member["baseline"], -bound),
+        "input_mean": input_mean,
     }
-    return new_member, {"bound": jnp.mean(bound), "tau": tau}
+    return new_member, {"bound": jnp.mean(bound), "kl": jnp.mean(kl), "tau": tau}
 
-  def iwae(self, params, seed, x, salt, start, num_samples):
+  def iwae(self, member, seed, x, salt, start, num_samples):
     """IWAE bounds ``[B]`` of the images ``x`` (rows ``start`` ... of an evaluation labelled ``salt``)."""
     key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt), start)
-    return vae.iwae_bound(self.model(params), x, key, num_samples, self.config.iwae_chunk_size, self.input_offset)
+    return vae.iwae_bound(self.model(member["params"]), x, key, num_samples, self.config.iwae_chunk_size,
+                          member["input_mean"])
 
-  def gradient_measurements(self, params, baseline_mean, tau, seed, x, step, mse: bool):
+  def gradient_measurements(self, member, tau, seed, x, step, mse: bool):
     """log10 trace Cov of the encoder gradient over draws (and its MSE against REINFORCE) on ``x``."""
     tau = self.tau_at(tau, step)
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 4), step)
 
     def stats(estimator, draws, stats_key):
       def encoder_grad(draw_key):
-        return jax.grad(self.loss, has_aux=True)(params, x, draw_key, baseline_mean, tau, estimator)[0]["encoder"]
+        return jax.grad(self.loss, has_aux=True)(member["params"], x, draw_key, member["baseline"].mean, tau,
+                                                 member["input_mean"], estimator)[0]["encoder"]
 
       chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
       return diagnostics.gradient_stats(encoder_grad, stats_key, draws, chunk_size=chunk)
@@ -223,19 +249,19 @@ class Evaluator:
     """
     one = member is not None
     if (num_samples, one) not in self._iwae:
-      fn = lambda params, seed, x, salt, start: self.task.iwae(params, seed, x, salt, start, num_samples)
+      fn = lambda member, seed, x, salt, start: self.task.iwae(member, seed, x, salt, start, num_samples)
       self._iwae[num_samples, one] = jax.jit(fn if one else self.trainer.parallel(fn, shared=3))
     iwae = self._iwae[num_samples, one]
-    params, seeds = state["members"]["params"], state["seed"]
+    members, seeds = state["members"], state["seed"]
     if one:
-      params, seeds = jax.tree.map(lambda a: a[member], params), seeds[member]
+      members, seeds = jax.tree.map(lambda a: a[member], members), seeds[member]
     size = self.task.config.eval_batch_size
     count = 1 if one else self.trainer.size
     total = np.zeros(count)
     t0 = last_report = time.perf_counter()
     for start in range(0, len(images), size):
       x = jnp.asarray(images[start : start + size], jnp.float32)
-      bounds = iwae(params, seeds, x, jnp.asarray(salt, jnp.int32), jnp.asarray(start, jnp.int32))
+      bounds = iwae(members, seeds, x, jnp.asarray(salt, jnp.int32), jnp.asarray(start, jnp.int32))
       total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
       now = time.perf_counter()
       if label and now - last_report > self.report_every_seconds:
@@ -249,12 +275,9 @@ class Evaluator:
 
   def gradient_measurements(self, state, x, step: int, mse: bool) -> dict[str, np.ndarray]:
     if mse not in self._measure:
-      fn = lambda params, mean, tau, seed, x, step: self.task.gradient_measurements(params, mean, tau, seed, x, step,
-                                                                                     mse)
+      fn = lambda member, tau, seed, x, step: self.task.gradient_measurements(member, tau, seed, x, step, mse)
       self._measure[mse] = jax.jit(self.trainer.parallel(fn, shared=2))
-    members = state["members"]
-    out = self._measure[mse](members["params"], members["baseline"].mean, state["hyperparameters"]["tau"],
-                             state["seed"], x, jnp.asarray(step))
+    out = self._measure[mse](state["members"], state["hyperparameters"]["tau"], state["seed"], x, jnp.asarray(step))
     return population.to_host(out)
 
 
@@ -343,7 +366,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
   fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[: config.batch_size]
   fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
-  run = population.Run(trainer, path, log_names=("bound",))
+  run = population.Run(trainer, path, log_names=("bound", "kl"))
 
   def measure(step, state):
     mse = bool(config.mse_every) and step % config.mse_every == 0

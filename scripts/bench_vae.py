@@ -7,8 +7,10 @@ ST-GS step + 1.5 x floor. It checks that the train step compiled once. Then
 the wall time of the test evaluation with M = 5000 importance samples on
 ``--eval_images`` images (all 10000 with -1; otherwise the full-split time is
 extrapolated linearly and labelled so). Synthetic images of MNIST's shape.
+``--models`` times the default Concrete model (``concrete``) and the earlier
+ReLU 512/256 one (``relu_mlp``) in the same run.
 
-  python scripts/bench_vae.py [--repeats=50] [--eval_images=200]
+  python scripts/bench_vae.py [--repeats=50] [--eval_images=200] [--models=concrete,relu_mlp]
 """
 
 import statistics
@@ -19,14 +21,16 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from configs import vae_16ary
+from configs import vae_16ary, vae_relu_mlp
 from experiments import vae
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
 _REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
 _EVAL_IMAGES = flags.DEFINE_integer("eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000).")
+_MODELS = flags.DEFINE_list("models", ["concrete"], "concrete (the default) and/or relu_mlp.")
 _TEST_SIZE = 10_000
+CONFIGS = {"concrete": vae_16ary.get_config, "relu_mlp": vae_relu_mlp.get_config}
 
 
 def _median_seconds(fn, repeats):
@@ -44,12 +48,18 @@ def main(argv):
   del argv
   rng = np.random.default_rng(0)
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+  for model in _MODELS.value:
+    print(f"\nmodel: {model}")
+    bench_model(CONFIGS[model], rng)
+
+
+def bench_model(get_config, rng):
   print(f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13} {'target ms':>10} {'met':>4}")
   for batch_size in map(int, _BATCH_SIZES.value):
     x = jnp.asarray(rng.random((batch_size, 784)) < 0.13, jnp.float32)
     stgs_ms = None
     for name in _ESTIMATORS.value:
-      config = vae_16ary.get_config()
+      config = get_config()
       config.estimator, config.batch_size = name, batch_size
       task = vae.VAETask(config, vae.validate(config))
       hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
@@ -75,19 +85,19 @@ def main(argv):
         row += f" {floor_ms:>13.2f} {target:>10.2f} {'yes' if ms <= target else 'no':>4}"
       print(row + f"   (train step compiled {compiles}x)", flush=True)
 
-  config = vae_16ary.get_config()
+  config = get_config()
   task = vae.VAETask(config, vae.validate(config))
-  params = task.init_member(jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0)["params"]
+  member = task.init_member(jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0)
   iwae = jax.jit(task.iwae, static_argnums=5)
   images = _TEST_SIZE if _EVAL_IMAGES.value < 0 else _EVAL_IMAGES.value
   test = (rng.random((images, 784)) < 0.13).astype(np.float32)
 
   def evaluate():
     for start in range(0, len(test), config.eval_batch_size):
-      jax.block_until_ready(iwae(params, 0, test[start : start + config.eval_batch_size], 0, start, 5000))
+      jax.block_until_ready(iwae(member, 0, test[start : start + config.eval_batch_size], 0, start, 5000))
 
   # Compile, and wait: an unawaited warm-up call would still be running inside the timed loop.
-  jax.block_until_ready(iwae(params, 0, test[: config.eval_batch_size], 0, 0, 5000))
+  jax.block_until_ready(iwae(member, 0, test[: config.eval_batch_size], 0, 0, 5000))
   start = time.perf_counter()
   evaluate()
   seconds = time.perf_counter() - start

@@ -45,7 +45,7 @@ from absl import app, flags
 from ml_collections import ConfigDict
 from timing import median_ms
 
-from configs import vae_16ary
+from configs import vae_16ary, vae_relu_mlp
 from experiments import vae as vae_experiment
 from gr_jax import diagnostics, estimators, toy_qp
 from gr_jax.data import mnist
@@ -115,16 +115,25 @@ def _summary(stats, reference, reference_mean_variance):
   return {"squared_bias": bias, "variance": variance, "mse": variance + bias}
 
 
+def _saved_config(workdir: pathlib.Path) -> ConfigDict:
+  """A VAE workdir's config; one written before the Concrete model (no ``kernel_init``) is the ReLU 512/256 one."""
+  saved = json.loads((workdir / "config.json").read_text())
+  config = vae_16ary.get_config() if "kernel_init" in saved else vae_relu_mlp.get_config(str(saved["arity"]))
+  if isinstance(saved.get("center_inputs"), bool):  # the earlier switch: True = the fixed pixel means
+    saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
+  config.update_from_flattened_dict({k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))})
+  config.encoder_widths, config.decoder_widths = tuple(saved["encoder_widths"]), tuple(saved["decoder_widths"])
+  return config
+
+
 def _vae_setup(workdir: pathlib.Path):
-  """The config, trained parameters, REINFORCE baseline and a fixed batch of a VAE workdir's latest checkpoint.
+  """The config, trained member state (parameters, REINFORCE baseline, input centring) and a fixed batch
+  of a VAE workdir's latest checkpoint.
 
   Reads population checkpoints (member ``--vae_member``) and the single-run
   checkpoints written before populations (params at the top level).
   """
-  saved = json.loads((workdir / "config.json").read_text())
-  config = vae_16ary.get_config()
-  config.update_from_flattened_dict({k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))})
-  config.encoder_widths, config.decoder_widths = tuple(saved["encoder_widths"]), tuple(saved["decoder_widths"])
+  config = _saved_config(workdir)
   steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
   path = (workdir / "checkpoints" / str(steps[-1]) / "default").absolute()
   checkpointer = ocp.StandardCheckpointer()
@@ -134,34 +143,38 @@ def _vae_setup(workdir: pathlib.Path):
   hyperparameters = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   if "members" in checkpointer.metadata(path).item_metadata.tree:
-    # Only the member's parameters and baseline are needed: read the checkpoint as saved
-    # (string keys) and put the member's leaves into the parameters' structure.
+    # Only the member's parameters, baseline and input_mean are needed: read the checkpoint as
+    # saved (string keys) and put the member's leaves into their structures.
     members = checkpointer.restore(path)["members"]
     pick = lambda tree: [np.asarray(a)[_VAE_MEMBER.value] for a in jax.tree.leaves(tree)]
-    params = jax.tree.unflatten(jax.tree.structure(member["params"]), pick(members["params"]))
-    baseline = member["baseline"]._replace(mean=jnp.asarray(pick(members["baseline"]["mean"])[0]))
-    restored = {"params": params, "baseline": baseline}
+    member = {
+        "params": jax.tree.unflatten(jax.tree.structure(member["params"]), pick(members["params"])),
+        "baseline": member["baseline"]._replace(mean=jnp.asarray(pick(members["baseline"]["mean"])[0])),
+        "input_mean": jnp.asarray(pick(members["input_mean"])[0]) if "input_mean" in members
+                      else member["input_mean"],
+    }
   else:
     old_optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
                                 optax.sgd(config.learning_rate, momentum=config.momentum or None))
     template = {"params": member["params"], "opt_state": old_optimizer.init(member["params"]),
                 "baseline": member["baseline"]}
-    restored = checkpointer.restore(path, template)
+    member = {**checkpointer.restore(path, template), "input_mean": member["input_mean"]}
   rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
   x = jnp.asarray(data["train"][rows], jnp.float32)
-  return config, restored["params"], restored["baseline"].mean, x, steps[-1]
+  return config, member, x, steps[-1]
 
 
 def _task(config: ConfigDict, name: str) -> vae_experiment.VAETask:
   return vae_experiment.VAETask(config, estimators.get(name), np.asarray(config.pixel_means, np.float32))
 
 
-def _encoder_stats(config: ConfigDict, name: str, params, x, key, baseline, tau: float, draws: int):
-  """Moments of the 16-ary VAE's encoder gradient over ``draws`` draws of estimator ``name``."""
+def _encoder_stats(config: ConfigDict, name: str, member, x, key, tau: float, draws: int):
+  """Moments of the VAE's encoder gradient over ``draws`` draws of estimator ``name`` at the member's state."""
   task = _task(config, name)
 
   def encoder_grad(draw_key):
-    return jax.grad(task.loss, has_aux=True)(params, x, draw_key, baseline, tau)[0]["encoder"]
+    return jax.grad(task.loss, has_aux=True)(member["params"], x, draw_key, member["baseline"].mean, tau,
+                                             member["input_mean"])[0]["encoder"]
 
   chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
   return jax.jit(lambda k: diagnostics.gradient_stats(encoder_grad, k, draws, chunk_size=chunk))(key), task
@@ -251,22 +264,23 @@ def main(argv):
             flush=True)
       saved_path.write_text(json.dumps({**saved, **results}, indent=1) + "\n")  # resumable
   if _VAE_WORKDIR.value:
-    config, params, baseline, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
+    config, member, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
     vae_key = jax.random.key(1)
-    reference, _ = _encoder_stats(config, "reinforce", params, x, jax.random.fold_in(vae_key, 999_999), baseline,
-                                  1.0, _REFERENCE_DRAWS.value)
+    reference, _ = _encoder_stats(config, "reinforce", member, x, jax.random.fold_in(vae_key, 999_999), 1.0,
+                                  _REFERENCE_DRAWS.value)
     reference_mean_variance = float(reference.trace_variance) / reference.num_draws
     vae = {"checkpoint_step": step, "draws": _VAE_DRAWS.value, "reference_draws": _REFERENCE_DRAWS.value,
            "ms": {}, "stats": {}}
     for t_index, tau in enumerate(taus):
       vae["stats"][str(tau)] = {}
       for e_index, name in enumerate(n for n, e in chosen.items() if _applies(e, np.zeros((1, 16)))):
-        stats, task = _encoder_stats(config, name, params, x, jax.random.fold_in(vae_key, 100 * t_index + e_index),
-                                     baseline, tau, _VAE_DRAWS.value)
+        stats, task = _encoder_stats(config, name, member, x, jax.random.fold_in(vae_key, 100 * t_index + e_index),
+                                     tau, _VAE_DRAWS.value)
         vae["stats"][str(tau)][name] = _summary(stats, reference.mean, reference_mean_variance)
         if t_index == 0:
-          grad = jax.jit(jax.grad(lambda p, k: task.loss(p, x, k, baseline, tau)[0]))
-          vae["ms"][name] = median_ms(grad, params, jax.random.key(2), repeats=20)
+          grad = jax.jit(jax.grad(lambda p, k: task.loss(p, x, k, member["baseline"].mean, tau,
+                                                         member["input_mean"])[0]))
+          vae["ms"][name] = median_ms(grad, member["params"], jax.random.key(2), repeats=20)
         print("vae", tau, name, vae["stats"][str(tau)][name], vae["ms"][name], flush=True)
     results["vae"] = vae
     for tau in taus:

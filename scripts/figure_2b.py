@@ -36,19 +36,18 @@ def main(argv):
   workdir = pathlib.Path(compare_estimators._VAE_WORKDIR.value)
   out = pathlib.Path(compare_estimators._OUT_DIR.value)
   (out / "figures").mkdir(parents=True, exist_ok=True)
-  config, params, baseline, x, step = compare_estimators._vae_setup(workdir)
+  config, member, x, step = compare_estimators._vae_setup(workdir)
   key = jax.random.key(2)
-  reference, _ = compare_estimators._encoder_stats(config, "reinforce", params, x, jax.random.fold_in(key, 999_999),
-                                                   baseline, 1.0, compare_estimators._REFERENCE_DRAWS.value)
+  reference, _ = compare_estimators._encoder_stats(config, "reinforce", member, x, jax.random.fold_in(key, 999_999),
+                                                   1.0, compare_estimators._REFERENCE_DRAWS.value)
   reference_mean_variance = float(reference.trace_variance) / reference.num_draws
   taus = [float(t) for t in _FIGURE_TAUS.value]
   rows = {}
   for e_index, name in enumerate(_ESTIMATORS.value):
     rows[name] = {}
     for t_index, tau in enumerate(taus):
-      stats, _ = compare_estimators._encoder_stats(config, name, params, x,
-                                                   jax.random.fold_in(key, 100 * e_index + t_index), baseline, tau,
-                                                   _DRAWS.value)
+      stats, _ = compare_estimators._encoder_stats(config, name, member, x,
+                                                   jax.random.fold_in(key, 100 * e_index + t_index), tau, _DRAWS.value)
       rows[name][str(tau)] = compare_estimators._summary(stats, reference.mean, reference_mean_variance)
       print(name, tau, {k: round(diagnostics.log10(v), 3) if v > 0 else v for k, v in rows[name][str(tau)].items()},
             flush=True)

@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from flax import nnx
 
 from configs import vae_16ary
 from experiments import common, population, vae
@@ -35,9 +36,10 @@ TINY = (
 )
 
 
-def _params(workdir, step):
+def _members(workdir, step):
+  """The checkpointed member states: parameters (the learned prior's too), optimizer, baseline, input_mean."""
   restored = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(step) / "default").absolute())
-  return restored["members"]["params"]
+  return restored["members"]
 
 
 def test_two_step_run_writes_outputs(tmp_path):
@@ -75,7 +77,10 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
   run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=4", f"estimator={estimator}")
   second = run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=6", f"estimator={estimator}")
   assert "resumed from the checkpoint at step 4" in second.stderr
-  for a, b in zip(jax.tree.leaves(_params(whole, 6)), jax.tree.leaves(_params(parts, 6))):
+  whole_members, parts_members = _members(whole, 6), _members(parts, 6)
+  assert set(whole_members) >= {"params", "input_mean"} and "prior_logits" in whole_members["params"]
+  assert np.abs(whole_members["params"]["prior_logits"]).max() > 0  # the prior has trained
+  for a, b in zip(jax.tree.leaves(whole_members), jax.tree.leaves(parts_members), strict=True):
     np.testing.assert_array_equal(a, b)
   results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
   assert results[0]["test_nll"] == results[1]["test_nll"]
@@ -282,13 +287,17 @@ def test_long_evaluations_report_progress(caplog):
 
 def test_output_bias_and_input_centring_switches():
   """decoder_output_bias='data_log_odds' starts the decoder at the pixels' log-odds (so the
-  initial reconstruction is the mean image); center_inputs feeds the encoder x minus the means."""
+  initial reconstruction is the mean image) and 'zeros' at 0; center_inputs='pixel_means' feeds
+  the encoder x minus the fixed means, 'running_average' an average that a step updates and an
+  evaluation only reads."""
   config = vae_16ary.get_config()
   config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
   means = np.linspace(0.01, 0.99, 784).astype(np.float32)
   hyperparameters = {k: config[k] for k in vae.HYPERPARAMETERS}
+  config.decoder_output_bias, config.center_inputs = "zeros", "none"
   plain = vae.VAETask(config, vae.validate(config), means).init_member(jax.random.key(0), hyperparameters, 0)
-  config.decoder_output_bias, config.center_inputs = "data_log_odds", True
+  assert not np.any(plain["params"]["decoder"]["layers"][1]["bias"]) and not np.any(plain["input_mean"])
+  config.decoder_output_bias, config.center_inputs = "data_log_odds", "pixel_means"
   task = vae.VAETask(config, vae.validate(config), means)
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   bias = member["params"]["decoder"]["layers"][1]["bias"]
@@ -297,9 +306,46 @@ def test_output_bias_and_input_centring_switches():
                                 plain["params"]["encoder"]["layers"][0]["kernel"])  # only the bias differs
   x = jax.numpy.asarray(np.random.default_rng(0).random((4, 784)) < 0.3, jax.numpy.float32)
   model = task.model(member["params"])
-  np.testing.assert_allclose(task.iwae(member["params"], 0, x, 0, 0, 3),
+  np.testing.assert_allclose(task.iwae(member, 0, x, 0, 0, 3),
                              vae_model.iwae_bound(model, x, jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
                                  jax.random.key(0), 3), 0), 0), 3, config.iwae_chunk_size, means), rtol=1e-6)
-  config.decoder_output_bias = "ones"
-  with pytest.raises(common.ConfigError, match=r"config\.decoder_output_bias"):
-    vae.validate(config)
+  after, _ = task.train_step(member, hyperparameters, x, jax.random.key(1), 1)
+  np.testing.assert_array_equal(after["input_mean"], means)  # fixed means are never updated
+  config.center_inputs = "running_average"
+  task = vae.VAETask(config, vae.validate(config), means)
+  member = task.init_member(jax.random.key(0), hyperparameters, 0)
+  after, _ = task.train_step(member, hyperparameters, x, jax.random.key(1), 1)
+  np.testing.assert_allclose(after["input_mean"], 0.1 * np.asarray(x).mean(axis=0), rtol=1e-6)  # rate 0.9 from 0
+  for bad in ("decoder_output_bias=ones", "center_inputs=yes", "centering_decay=1.0", "prior=beta",
+              "kernel_init=he", "activation=gelu"):
+    field, value = bad.split("=")
+    broken = vae_16ary.get_config()
+    broken[field] = type(broken[field])(value)
+    with pytest.raises(common.ConfigError, match=rf"config\.{field}"):
+      vae.validate(broken)
+
+
+def test_learned_prior_enters_the_bound():
+  """log_weight = log p(x | D) + sum_j <D_j, log softmax(prior_j) - log q(D_j | x)>, written out."""
+  model = vae_model.DiscreteVAE(3, 4, encoder_widths=(8,), decoder_widths=(8,), rngs=nnx.Rngs(0))
+  prior = jax.random.normal(jax.random.key(1), (3, 4))
+  model.prior_logits.set_value(prior)
+  x = jax.numpy.asarray(np.random.default_rng(0).random((5, 784)) < 0.3, jax.numpy.float32)
+  logits = model.encode(x)
+  sample = jax.nn.one_hot(jax.random.categorical(jax.random.key(2), logits), 4)
+  expected = (vae_model.bernoulli_log_likelihood(model.decode(sample), x)
+              + np.sum(np.asarray(sample) * (np.asarray(jax.nn.log_softmax(prior)) -
+                                             np.asarray(jax.nn.log_softmax(logits))), axis=(1, 2)))
+  np.testing.assert_allclose(vae_model.log_weight(model, x, logits, sample), expected, rtol=1e-6)
+  uniform = vae_model.DiscreteVAE(3, 4, encoder_widths=(8,), decoder_widths=(8,), prior="uniform", rngs=nnx.Rngs(0))
+  assert uniform.prior_logits is None and float(uniform.log_prior()) == pytest.approx(-np.log(4))
+
+
+def test_an_old_model_checkpoint_is_refused_by_the_new_default(tmp_path):
+  """A workdir of the ReLU 512/256 model, restarted with the Concrete default: one line naming the fields."""
+  run_main("configs/vae_relu_mlp.py", tmp_path, *TINY, "num_steps=1", "estimator=st_gs")
+  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", check=False)
+  last = again.stderr.strip().splitlines()[-1]
+  assert again.returncode != 0 and "Traceback" not in again.stderr
+  for field in ("activation", "kernel_init", "decoder_output_bias", "center_inputs", "prior"):
+    assert f"{field} (saved" in last, field

@@ -1,13 +1,14 @@
 """Variational auto-encoder with n-ary discrete latent variables (Flax NNX).
 
-The model of the paper's section 5.3 / appendix D.2 (after Maddison et al.
-2017): m latent variables of arity n, each one-hot sample mapped to a corner of
-the hypercube {-1, 1}^(log2 n), so the decoder sees m * log2(n) inputs (240 for
-(n, m) in {(2, 240), (4, 120), (8, 80), (16, 60)}), a uniform prior over each
-variable, and Bernoulli pixels.
-
-Default widths: encoder 784-512-256-(m*n) logits, decoder (m log2 n)-256-512-784
-Bernoulli logits, ReLU hidden activations.
+The model of the paper's section 5.3 / appendix D.2, which is the 240H~784V
+model of Maddison et al. (2017, section 5.1 and appendix D): m latent variables
+of arity n, each one-hot sample mapped to a corner of the hypercube
+{-1, 1}^(log2 n), so the decoder sees m * log2(n) inputs (240 for (n, m) in
+{(2, 240), (4, 120), (8, 80), (16, 60)}), a prior over each variable (learned
+logits, "sampled unconditionally from some parameters", or uniform), and
+Bernoulli pixels. "~" is two tanh layers as wide as the stochastic layer
+(appendix D.1) with Glorot initialization (D.5): the decoder is
+240-240-240-784; the experiments set the widths and the output bias (D.3).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from flax import nnx
 from gr_jax import estimators
 
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
+KERNEL_INITS = {"glorot_uniform": nnx.initializers.glorot_uniform, "lecun_normal": nnx.initializers.lecun_normal}
+PRIORS = ("learned", "uniform")
 
 
 def log2_arity(arity: int) -> int:
@@ -54,11 +57,11 @@ def hypercube_embedding(sample: jax.Array) -> jax.Array:
 
 
 class MLP(nnx.Module):
-  """Dense layers with an activation between them (none after the last)."""
+  """Dense layers (zero biases) with an activation between them (none after the last)."""
 
-  def __init__(self, sizes: Sequence[int], activation: Callable, *, rngs: nnx.Rngs):
+  def __init__(self, sizes: Sequence[int], activation: Callable, *, kernel_init: Callable, rngs: nnx.Rngs):
     self.layers = nnx.List(
-        [nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])]
+        [nnx.Linear(a, b, kernel_init=kernel_init, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])]
     )
     self.activation = activation
 
@@ -69,26 +72,43 @@ class MLP(nnx.Module):
 
 
 class DiscreteVAE(nnx.Module):
-  """q(D | x) = prod_j Cat(D_j; softmax(enc(x)_j)), p(x | D) = Bernoulli(dec(embed(D)))."""
+  """q(D | x) = prod_j Cat(D_j; softmax(enc(x)_j)), p(D) = prod_j Cat(D_j; softmax(prior_j)),
+  p(x | D) = Bernoulli(dec(embed(D))).
+
+  With ``prior="learned"`` the prior logits are a ``[m, n]`` parameter
+  initialized at zero (a fresh model starts at the uniform prior); with
+  ``"uniform"`` the prior is fixed at 1/n.
+  """
 
   def __init__(
       self,
       num_vars: int,
       arity: int,
       *,
-      encoder_widths: Sequence[int] = (512, 256),
-      decoder_widths: Sequence[int] = (256, 512),
-      activation: str = "relu",
+      encoder_widths: Sequence[int] = (240, 240),
+      decoder_widths: Sequence[int] = (240, 240),
+      activation: str = "tanh",
+      kernel_init: str = "glorot_uniform",
+      prior: str = "learned",
       num_pixels: int = 784,
       rngs: nnx.Rngs,
   ):
-    if activation not in ACTIVATIONS:
-      raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}.")
+    for name, value, allowed in (("activation", activation, ACTIVATIONS), ("kernel_init", kernel_init, KERNEL_INITS),
+                                 ("prior", prior, PRIORS)):
+      if value not in allowed:
+        raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
     latent_dim = num_vars * log2_arity(arity)
     self.num_vars, self.arity = num_vars, arity
-    act = ACTIVATIONS[activation]
-    self.encoder = MLP([num_pixels, *encoder_widths, num_vars * arity], act, rngs=rngs)
-    self.decoder = MLP([latent_dim, *decoder_widths, num_pixels], act, rngs=rngs)
+    act, init = ACTIVATIONS[activation], KERNEL_INITS[kernel_init]()
+    self.encoder = MLP([num_pixels, *encoder_widths, num_vars * arity], act, kernel_init=init, rngs=rngs)
+    self.decoder = MLP([latent_dim, *decoder_widths, num_pixels], act, kernel_init=init, rngs=rngs)
+    self.prior_logits = nnx.Param(jnp.zeros((num_vars, arity))) if prior == "learned" else None
+
+  def log_prior(self) -> jax.Array:
+    """``[m, n]`` log p(D_j = k) (broadcastable: a scalar -log n for the uniform prior)."""
+    if self.prior_logits is None:
+      return jnp.asarray(-math.log(self.arity))
+    return jax.nn.log_softmax(self.prior_logits.get_value(), axis=-1)
 
   def encode(self, x: jax.Array) -> jax.Array:
     """``[B, 784]`` images -> ``[B, m, n]`` logits of q(D | x)."""
@@ -104,40 +124,47 @@ def bernoulli_log_likelihood(pixel_logits: jax.Array, x: jax.Array) -> jax.Array
   return -jnp.sum(jnp.logaddexp(0.0, jnp.where(x > 0, -pixel_logits, pixel_logits)), axis=-1)
 
 
+def latent_term(model: DiscreteVAE, logits, sample) -> jax.Array:
+  r"""``[B]`` :math:`\sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle` (minus a
+  single-sample KL estimate)."""
+  log_q = jax.nn.log_softmax(logits, axis=-1)
+  return jnp.sum(sample * (model.log_prior() - log_q), axis=(-2, -1))
+
+
 def log_weight(model: DiscreteVAE, x, logits, sample) -> jax.Array:
   r"""log p(x, D) - log q(D | x) per example (``[B]``), for one sample D.
 
   .. math::
     \log p(x \mid D) + \sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle
 
-  with the uniform prior log p(D_j) = -log n. For one-hot D this is the usual
+  with the model's prior (learned or uniform). For one-hot D this is the usual
   single-sample bound. For a relaxed GS sample S the same expression is used
   with S in place of D (the decoder sees the relaxed embedding, and the
   q and prior terms are the cross-entropy terms <S, log p - log q>): the
   linear extension of the discrete bound to the simplex, equal to it at the
   corners.
   """
-  log_q = jax.nn.log_softmax(logits, axis=-1)
-  log_prior = -math.log(model.arity)
-  latent_term = jnp.sum(sample * (log_prior - log_q), axis=(-2, -1))
-  return bernoulli_log_likelihood(model.decode(sample), x) + latent_term
+  return bernoulli_log_likelihood(model.decode(sample), x) + latent_term(model, logits, sample)
 
 
 def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau, input_offset=0.0):
-  """The training objective per example and the log q(D | x) of its sample.
+  r"""The training objective per example and the log q(D | x) of its sample.
 
-  ``input_offset`` is subtracted from the encoder's input only (e.g. the
-  training pixel means, to centre it); the likelihood is of x itself.
+  ``input_offset`` is subtracted from the encoder's input only (the running
+  average of the inputs, or the training pixel means, to centre it); the
+  likelihood is of x itself.
 
-  Returns ``(bound [B], log_q [B])``; ``log_q`` feeds REINFORCE's surrogate.
+  Returns ``(bound [B], log_q [B], kl [B])``; ``log_q`` feeds REINFORCE's
+  surrogate, ``kl`` is the sample's :math:`\log q(D \mid x) - \log p(D)`.
   """
   logits = model.encode(x - input_offset)
   sample = estimator(key, logits, tau=tau)
-  bound = log_weight(model, x, logits, sample)
+  kl = -latent_term(model, logits, sample)
+  bound = bernoulli_log_likelihood(model.decode(sample), x) - kl
   log_q = jnp.sum(
       estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1
   )
-  return bound, log_q
+  return bound, log_q, kl
 
 
 def iwae_bound(model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100, input_offset=0.0):
