@@ -23,6 +23,13 @@ def listops_config(max_length: int) -> ml_collections.ConfigDict:
   config.embed_dim = 128
   config.hidden_dim = 128
   config.classifier_hidden_dim = 128
+  # Initialization: Choi et al.'s code (gr_jax/models/tree_lstm.py says where each is from);
+  # configs/listops_flax_init.py is the earlier one (Flax's defaults, orthogonal composition).
+  config.embed_init = "normal_0.01"
+  config.leaf_init = "kaiming_normal"
+  config.compose_init = "kaiming_normal"
+  config.classifier_init = "kaiming_normal"
+  config.output_init = "uniform_0.002"
   # Estimator of the merge decisions: a straight-through one (st, st_gs, gr_mc<K>,
   # gr_qmc<K>, zgr, reinmax, gst, gst_p).
   config.estimator = "gr_mc10"

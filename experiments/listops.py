@@ -29,6 +29,7 @@ from gr_jax.data import listops
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
+INIT_FIELDS = ("embed_init", "leaf_init", "compose_init", "classifier_init", "output_init")
 GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
 
 
@@ -40,6 +41,9 @@ def validate(config: ConfigDict):
   common.require_int(config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)")
   common.require_int(config, "num_epochs", "num_train_examples", "eval_batch_size", minimum=1)
   common.require_int(config, "checkpoint_every", "log_every", minimum=0, allowed="an int >= 0 (0 = off)")
+  for field in INIT_FIELDS:
+    common.require(config[field] in tree_lstm.INITIALIZERS, field, f"one of {tuple(tree_lstm.INITIALIZERS)}",
+                   config[field])
   common.require(isinstance(config.grad_clip_norm, (int, float)) and config.grad_clip_norm >= 0,
                  "grad_clip_norm", "a number >= 0 (0 = no clipping)", config.grad_clip_norm)
   return estimator
@@ -59,10 +63,15 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str
   # The cache key names the file whose expressions were excluded (by content).
   excluded = hashlib.sha256(test_path.read_bytes()).hexdigest()[:12] if test_path else "none"
   cache = pathlib.Path(config.cache_dir).expanduser() / (
-      f"train_n{config.num_train_examples}_seed{config.data_seed}_excluding{excluded}.tsv"
+      f"train_n{config.num_train_examples}_seed{config.data_seed}_excluding{excluded}"
+      f"_generator{listops.GENERATOR_VERSION}.tsv"
   )
   if cache.is_file():
-    return cache.read_text().splitlines()
+    lines = cache.read_text().splitlines()
+    if len(lines) == config.num_train_examples:
+      return lines
+    logging.warning("the cached training data %s holds %d lines, not %d: generating it again", cache, len(lines),
+                    config.num_train_examples)
   logging.info("generating %d ListOps training examples (seed %d)", config.num_train_examples, config.data_seed)
   lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
   cache.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +107,12 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
       split: listops.subset(listops.parse_lines(lines, sources[split]), config.max_length)
       for split, lines in splits.items()
   }
+  if config.dataset == "listops" and not config.train_file and len(data["train"]) < config.batch_size:
+    raise common.ConfigError(
+        f"config.num_train_examples={config.num_train_examples} gives {len(data['train'])} training examples of"
+        f" length <= {config.max_length}, fewer than one batch ({config.batch_size}): raise num_train_examples"
+        " (the paper's training set: 90000)."
+    )
   common.require_batch_fits(config, len(data["train"]), f"training examples of length <= {config.max_length}")
   return data
 
@@ -124,6 +139,7 @@ def make_model(config: ConfigDict, rngs: nnx.Rngs) -> tree_lstm.GumbelTreeLSTM:
       embed_dim=config.embed_dim,
       hidden_dim=config.hidden_dim,
       classifier_hidden_dim=config.classifier_hidden_dim,
+      **{field: config[field] for field in INIT_FIELDS},
       rngs=rngs,
   )
 

@@ -102,3 +102,34 @@ def test_a_bad_line_in_an_evaluation_file_is_one_line(tmp_path):
   last = result.stderr.strip().splitlines()[-1]
   assert result.returncode != 0 and "Traceback" not in result.stderr
   assert last.startswith(f"error: {data_dir / 'valid_d20s_1k.tsv'}:6: the label must be an integer in 0..9")
+
+
+def _data_dir(tmp_path):
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  good = listops.generate(40, 5)
+  (data_dir / "test_d20s.tsv").write_text("\n".join(good[:20]) + "\n")
+  (data_dir / "valid_d20s_1k.tsv").write_text("\n".join(good[20:]) + "\n")
+  return data_dir
+
+
+def test_too_few_generated_examples_for_one_batch_names_num_train_examples(tmp_path):
+  config = listops_L10.get_config()
+  config.data_dir, config.cache_dir, config.num_train_examples = str(_data_dir(tmp_path)), str(tmp_path / "c"), 3
+  with pytest.raises(common.ConfigError, match=r"^config\.num_train_examples=3 gives \d+ training examples"):
+    listops_experiment.load_data(config)
+
+
+def test_a_stale_training_cache_is_regenerated(tmp_path, caplog):
+  """The cache names the generator's version (an older one is another file); a cache of the
+  wrong size (a truncated or hand-edited file) is generated again, with a warning."""
+  config = listops_L10.get_config()
+  config.data_dir, config.cache_dir, config.num_train_examples = str(_data_dir(tmp_path)), str(tmp_path / "c"), 50
+  fresh = listops_experiment.load_data(config)["train"]
+  (cache,) = (tmp_path / "c").iterdir()
+  assert cache.name.endswith(f"_generator{listops.GENERATOR_VERSION}.tsv")
+  cache.write_text("\n".join(cache.read_text().splitlines()[:7]) + "\n")
+  with caplog.at_level("WARNING"):
+    again = listops_experiment.load_data(config)["train"]
+  assert again == fresh and any("holds 7 lines, not 50" in r.getMessage() for r in caplog.records)
+  assert len(cache.read_text().splitlines()) == 50

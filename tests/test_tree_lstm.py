@@ -154,7 +154,6 @@ def test_cell_formula():
   kernel = np.asarray(model.compose.kernel.get_value())
   bias = np.asarray(model.compose.bias.get_value())
   np.testing.assert_array_equal(bias, 0.0)  # zero biases at init
-  np.testing.assert_allclose(kernel @ kernel.T, np.eye(kernel.shape[0]), atol=1e-5)  # orthogonal rows
   gates = np.concatenate([h[0, 0], h[0, 1]]) @ kernel + bias
   i, fl, fr, u, o = np.split(gates, 5)
   sig = lambda x: 1 / (1 + np.exp(-x))
@@ -163,3 +162,26 @@ def test_cell_formula():
   parent_h, parent_c = model.compose_pairs(jnp.asarray(h), jnp.asarray(c))
   np.testing.assert_allclose(parent_c[0, 0], expected_c, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(parent_h[0, 0], expected_h, rtol=1e-5, atol=1e-5)
+
+
+def test_choi_initialization_and_the_flax_setting():
+  """Choi et al.'s scales (N(0, 0.01^2) embeddings, Kaiming std sqrt(2 / fan_in), output in
+  +-0.002, zero biases); 'flax' names the earlier one. Tolerances: a sample std over >= 2,560
+  draws is within ~3% of the true one (3 standard errors of sqrt(1 / 2n))."""
+  model = tree_lstm.GumbelTreeLSTM(20, 10, rngs=nnx.Rngs(0))
+  std = lambda p: float(np.std(np.asarray(p.get_value())))
+  assert std(model.embed.embedding) == pytest.approx(0.01, rel=0.05)
+  assert std(model.leaf.kernel) == pytest.approx(np.sqrt(2 / 128), rel=0.05)
+  assert std(model.compose.kernel) == pytest.approx(np.sqrt(2 / 256), rel=0.05)
+  assert std(model.hidden.kernel) == pytest.approx(np.sqrt(2 / 128), rel=0.05)
+  output = np.asarray(model.output.kernel.get_value())
+  assert output.min() >= -0.002 and output.max() <= 0.002 and output.std() == pytest.approx(0.004 / np.sqrt(12), rel=0.1)
+  for layer in (model.leaf, model.compose, model.hidden, model.output):
+    assert not np.any(np.asarray(layer.bias.get_value()))
+  old = tree_lstm.GumbelTreeLSTM(20, 10, embed_init="flax_embed", leaf_init="lecun_normal", compose_init="orthogonal",
+                                 classifier_init="lecun_normal", output_init="lecun_normal", rngs=nnx.Rngs(0))
+  assert std(old.embed.embedding) == pytest.approx(1 / np.sqrt(128), rel=0.05)
+  gram = np.asarray(old.compose.kernel.get_value()) @ np.asarray(old.compose.kernel.get_value()).T
+  np.testing.assert_allclose(gram, np.eye(256), atol=1e-5)  # orthogonal rows
+  with pytest.raises(ValueError, match="initializer must be one of"):
+    tree_lstm.GumbelTreeLSTM(20, 10, leaf_init="xavier", rngs=nnx.Rngs(0))

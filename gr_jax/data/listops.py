@@ -32,6 +32,8 @@ TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 NUM_CLASSES = 10
 MAX_DEPTH = 20
 OPERATOR_PROBABILITY = 0.25
+# Bumped whenever generate() would draw other lines for the same (size, seed): caches name it.
+GENERATOR_VERSION = 2
 MIN_ARGS, MAX_ARGS = 2, 5
 
 Tree = Union[int, tuple]  # a digit, or (operator, [children])

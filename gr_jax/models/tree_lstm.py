@@ -19,6 +19,16 @@ argmax in evaluation) and forms the next layer as
 with the masks computed from the one-hot selection (cumulative sums), so that
 straight-through gradients reach the scores. The loop is a ``lax.scan`` over
 a fixed padded length.
+
+Initialization (each layer's its own argument) defaults to Choi et al.'s code
+(``jihunchoi/unsupervised-treelstm``: ``sst/model.py``, ``snli/model.py``,
+``model/treelstm.py``): word embeddings N(0, 0.01^2); the leaf projection, the
+composition layer and the classifier's hidden layer Kaiming-normal (std
+sqrt(2 / fan_in), as PyTorch's ``kaiming_normal``); the classifier's output
+layer uniform in +-0.002 (``snli/model.py``; the SST model draws +-0.005 and
+then overwrites it with Kaiming-normal); the composition query N(0, 0.01^2);
+every bias 0. ``"flax"`` names Flax's defaults (and an orthogonal composition
+layer), the initialization used before.
 """
 
 from __future__ import annotations
@@ -32,6 +42,26 @@ from flax import nnx
 
 # (key, logits [B, P]) -> one-hot selection [B, P]
 SelectFn = Callable[[jax.Array, jax.Array], jax.Array]
+
+
+INITIALIZERS = {
+    "normal_0.01": nnx.initializers.normal(0.01),
+    "kaiming_normal": nnx.initializers.variance_scaling(2.0, "fan_in", "normal"),
+    "uniform_0.002": nnx.initializers.uniform(0.004),  # shifted to [-0.002, 0.002) below
+    "orthogonal": nnx.initializers.orthogonal(),
+    "lecun_normal": nnx.initializers.lecun_normal(),
+    # nnx.Embed's default: variance scaling 1.0, fan-in over the features, normal.
+    "flax_embed": nnx.initializers.variance_scaling(1.0, "fan_in", "normal", out_axis=0),
+}
+
+
+def initializer(name: str):
+  """The named initializer (a key of INITIALIZERS), or ValueError naming the allowed ones."""
+  if name not in INITIALIZERS:
+    raise ValueError(f"initializer must be one of {sorted(INITIALIZERS)}; got {name!r}.")
+  if name == "uniform_0.002":
+    return lambda key, shape, dtype=jnp.float32: INITIALIZERS[name](key, shape, dtype) - 0.002
+  return INITIALIZERS[name]
 
 
 def greedy_select(key, logits):
@@ -55,21 +85,20 @@ class GumbelTreeLSTM(nnx.Module):
       embed_dim: int = 128,
       hidden_dim: int = 128,
       classifier_hidden_dim: int = 128,
+      embed_init: str = "normal_0.01",
+      leaf_init: str = "kaiming_normal",
+      compose_init: str = "kaiming_normal",
+      classifier_init: str = "kaiming_normal",
+      output_init: str = "uniform_0.002",
       rngs: nnx.Rngs,
   ):
     self.hidden_dim = hidden_dim
-    self.embed = nnx.Embed(vocab_size, embed_dim, rngs=rngs)
-    self.leaf = nnx.Linear(embed_dim, 2 * hidden_dim, rngs=rngs)
-    self.compose = nnx.Linear(
-        2 * hidden_dim,
-        5 * hidden_dim,
-        kernel_init=nnx.initializers.orthogonal(),
-        bias_init=nnx.initializers.zeros_init(),
-        rngs=rngs,
-    )
+    self.embed = nnx.Embed(vocab_size, embed_dim, embedding_init=initializer(embed_init), rngs=rngs)
+    self.leaf = nnx.Linear(embed_dim, 2 * hidden_dim, kernel_init=initializer(leaf_init), rngs=rngs)
+    self.compose = nnx.Linear(2 * hidden_dim, 5 * hidden_dim, kernel_init=initializer(compose_init), rngs=rngs)
     self.query = nnx.Param(0.01 * jax.random.normal(rngs.params(), (hidden_dim,)))
-    self.hidden = nnx.Linear(hidden_dim, classifier_hidden_dim, rngs=rngs)
-    self.output = nnx.Linear(classifier_hidden_dim, num_classes, rngs=rngs)
+    self.hidden = nnx.Linear(hidden_dim, classifier_hidden_dim, kernel_init=initializer(classifier_init), rngs=rngs)
+    self.output = nnx.Linear(classifier_hidden_dim, num_classes, kernel_init=initializer(output_init), rngs=rngs)
 
   def compose_pairs(self, h, c):
     """Tree-LSTM parents of every adjacent pair: ``[B, L, d]`` -> ``[B, L - 1, d]``."""
