@@ -1,18 +1,37 @@
 """How the grid and reproduction scripts start a run: ``python -m experiments.main`` in its workdir."""
 
 import pathlib
+import signal
 import subprocess
 import sys
+import threading
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
   """Trains, resumes or extends (num_steps grown) the run in ``workdir``; its output goes to log.txt.
 
   A run that already finished with this config is not redone: experiments.main
-  only reads its results.
+  only reads its results. SIGINT / SIGTERM received meanwhile (in the main
+  thread) are passed on to the run, which saves a checkpoint and stops, and
+  waited for: no run is left behind as an orphan. A run that fails or is
+  stopped ends this program with one line: the run's own last line.
   """
   workdir.mkdir(parents=True, exist_ok=True)
   command = [sys.executable, "-m", "experiments.main", f"--config={config}", f"--workdir={workdir}"]
   command += [f"--config.{o}" for o in overrides]
   with open(workdir / "log.txt", "a") as log:
-    subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+      previous = {s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in STOP_SIGNALS}
+    try:
+      code = process.wait()
+    finally:
+      for stop_signal, handler in previous.items():
+        signal.signal(stop_signal, handler)
+  if code:
+    lines = (workdir / "log.txt").read_text(errors="replace").strip().splitlines()
+    raise SystemExit(f"error: the run in {workdir} stopped (exit {code}): {lines[-1] if lines else 'no output'}"
+                     f" (its log: {workdir / 'log.txt'})")

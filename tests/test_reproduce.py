@@ -1,9 +1,11 @@
 """scripts/reproduce.py (the paper's tables) and scripts/figure_2b.py on tiny synthetic runs."""
 
 import json
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,3 +69,23 @@ def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):
       cell = results["mse"][name][tau]
       assert cell["mse"] == pytest.approx(cell["variance"] + cell["squared_bias"]) and cell["variance"] > 0
   assert (tmp_path / "out" / "figures" / "figure_2b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_failed_or_stopped_run_is_one_line_and_sigterm_reaches_the_run(tmp_path):
+  """reproduce.py passes SIGTERM on to its training run (which saves a checkpoint and stops, so no
+  orphan keeps training) and ends with the run's own last line, not a traceback."""
+  command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--table=2", f"--out={tmp_path}",
+             "--arities=16", "--batch_sizes=20", "--draws=1", "--estimators=st_gs", "--set=dataset=synthetic",
+             "--set=num_steps=100000", "--set=steps_per_call=10", "--set=encoder_widths=(16,)",
+             "--set=decoder_widths=(16,)", "--set=variance_every=0", "--set=eval_every=0"]
+  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  log = tmp_path / "16ary_B20" / "st_gs" / "log.txt"
+  deadline = time.time() + 120
+  while time.time() < deadline and "steps 1..100000" not in (log.read_text() if log.exists() else ""):
+    time.sleep(0.5)
+  process.send_signal(signal.SIGTERM)
+  _, stderr = process.communicate(timeout=120)
+  last = stderr.strip().splitlines()[-1]
+  assert process.returncode == 1 and "Traceback" not in stderr
+  assert last.startswith(f"error: the run in {log.parent} stopped (exit 143): interrupted: stopped by SIGTERM")
+  assert (log.parent / "checkpoints").is_dir()
