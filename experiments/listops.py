@@ -288,6 +288,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     }, int(diverged_at[i])))
   results = population.finish(path, config, reports, "valid_accuracy", "max", {
       "steps": num_steps,
+      "num_epochs": config.num_epochs,
       "trained_steps": run.last_step,
       "estimator": config.estimator,
       "tau_schedule": config.tau_schedule,

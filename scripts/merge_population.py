@@ -22,7 +22,19 @@ _OUT = flags.DEFINE_string("out", None, "Directory for the merged results.json a
 _PER_SLICE = {"members", "shard", "selected_member", "final_eval_seconds", "trained_steps"}
 
 
+# (config field, results.json field) that a finished slice's results must match: a slice whose
+# extension (num_steps / num_epochs grown) was interrupted still holds the shorter run's results.
+_LENGTH_FIELDS = (("num_steps", "steps"), ("num_epochs", "num_epochs"))
+
+
+def _is_run_workdir(path: pathlib.Path) -> bool:
+  return any((path / name).exists() for name in ("config.json", "checkpoints", "metrics.jsonl"))
+
+
 def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
+  if out.resolve() in {w.resolve() for w in workdirs} or _is_run_workdir(out):
+    raise SystemExit(f"error: --out={out} is a run's workdir (one of the slices, or another run): its results.json"
+                     " would be overwritten; give a new directory.")
   slices = []
   for workdir in workdirs:
     path = workdir / "results.json"
@@ -31,6 +43,13 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
     slices.append(json.loads(path.read_text()))
   first = slices[0]
   configs = [json.loads((w / "config.json").read_text()) for w in workdirs]
+  for workdir, config, results in zip(workdirs, configs, slices):
+    for config_field, results_field in _LENGTH_FIELDS:
+      if config_field in config and results.get(results_field, config[config_field]) != config[config_field]:
+        raise SystemExit(
+            f"error: {workdir / 'results.json'} is stale: it reports {results_field}={results[results_field]} but the"
+            f" slice's config asks for {config_field}={config[config_field]} (an extension that did not finish):"
+            " run that slice's job again.")
   for workdir, config in zip(workdirs[1:], configs[1:]):
     mismatch = [k for k in config if k != "population" and config[k] != configs[0].get(k)]
     mismatch += [f"population.{k}" for k in config["population"]

@@ -1,15 +1,25 @@
 """Every member's validation curve in a population workdir, its divergence marked (Table 1's collapse question).
 
 One panel per workdir (e.g. one per estimator); one line per member, coloured
-by learning rate, drawn up to the member's divergence (its first non-finite
-training loss), where a cross marks the step. Works on finished and
-interrupted populations (it reads config.json and metrics.jsonl only).
+by learning rate, drawn up to the member's divergence (results.json's
+``diverged_at_step`` once the population has finished; before, the first
+logged non-finite training loss, a step of ``log_every``), where a cross marks it (at
+0 for a member that diverged before its first evaluation). Works on finished
+and interrupted populations (it reads config.json and metrics.jsonl only).
+With ``--table``, a markdown table per workdir and learning rate: each
+member's test accuracy at its best validation evaluation while alive (the
+model selection of experiments/listops.py; 0 when it diverged before its first
+evaluation), their mean ± std, its last evaluation (a diverged member's frozen
+last finite state) and its divergence step.
 
   python scripts/plot_members.py --runs=runs/table1/L10_tau0.01_noclip/st_gs,runs/table1/L10_tau0.01_noclip/gr_mc10 \
       --out=docs/figures/table1_L10_tau0.01_members.png
 """
 
+import glob
+import json
 import math
+import pathlib
 from collections import defaultdict
 
 import numpy as np
@@ -21,10 +31,20 @@ _RUNS = flags.DEFINE_list("runs", None, "Population workdirs (glob patterns), on
 _METRIC = flags.DEFINE_string("metric", "accuracy", "The metric of the curves.")
 _SPLIT = flags.DEFINE_string("split", "valid", "The split of the curves.")
 _OUT = flags.DEFINE_string("out", "members.png", "Output PNG.")
+_TABLE = flags.DEFINE_string("table", "", "If set, write the per-learning-rate markdown table here.")
+
+
+def divergence_steps(workdir: pathlib.Path, records) -> dict[int, int]:
+  """{member: step of divergence}: results.json's exact steps, else the first logged non-finite training metric."""
+  results = workdir / "results.json"
+  if results.is_file():
+    return {m["member"]: m["diverged_at_step"] for m in json.loads(results.read_text())["members"]
+            if m["diverged_at_step"] is not None}
+  return member_curves(records, "train", "")[1]
 
 
 def member_curves(records, split, metric):
-  """{member: (steps, values)} of the split's metric, and {member: first step with a non-finite training loss}."""
+  """{member: (steps, values)} of the split's metric, and {member: first step with a non-finite training metric}."""
   curves, diverged = defaultdict(list), {}
   for r in records:
     member = r.get("member", 0)
@@ -36,12 +56,38 @@ def member_curves(records, split, metric):
   return {m: tuple(zip(*sorted(points))) for m, points in curves.items()}, diverged
 
 
+def member_table(config, records, curves, diverged) -> list[str]:
+  """Markdown rows: per learning rate, each member's best-while-alive and last test accuracy (%)."""
+  tests = {m: dict(zip(*c)) for m, c in member_curves(records, "test", "accuracy")[0].items()}
+  rates = config["population"]["learning_rate"] or [config["learning_rate"]]
+  seeds = config["population"]["seed"] or [config["seed"]]
+  last_step = max(r["step"] for r in records)
+  rows = [f"{config['estimator']}, tau={config['tau']:g}, last logged step {last_step}:", "",
+          "| lr | test % at best valid (mean ± std) | per seed | last evaluation per seed | diverged at step |",
+          "|---|---|---|---|---|"]
+  for index, rate in enumerate(rates):
+    best, last, steps = [], [], []
+    for member in range(index * len(seeds), (index + 1) * len(seeds)):
+      end = diverged.get(member, math.inf)
+      alive = [(v, s) for s, v in zip(*curves.get(member, ((), ()))) if s < end]
+      # The earliest of the best validation evaluations, as experiments/listops.py selects.
+      best.append(100 * tests[member][max(alive, key=lambda vs: (vs[0], -vs[1]))[1]] if alive else 0.0)
+      last.append(100 * tests[member][max(tests[member])] if tests.get(member) else float("nan"))
+      steps.append("-" if end == math.inf else str(end))
+    spread = f"{np.mean(best):.1f} ± {np.std(best, ddof=1):.1f}" if len(best) > 1 else f"{best[0]:.1f}"
+    rows.append(f"| {rate:g} | {spread} | {', '.join(f'{b:.1f}' for b in best)} | "
+                f"{', '.join(f'{v:.1f}' for v in last)} | {', '.join(steps)} |")
+  return rows + [""]
+
+
 def main(argv):
   del argv
-  runs = plot_common.load_runs(_RUNS.value)
+  workdirs = [pathlib.Path(d) for pattern in _RUNS.value for d in sorted(glob.glob(pattern))]
+  runs = plot_common.load_runs([str(d) for d in workdirs])
   fig, axes = plot_common.plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), sharey=True, squeeze=False)
-  for ax, (config, records) in zip(axes[0], runs):
-    curves, diverged = member_curves(records, _SPLIT.value, _METRIC.value)
+  for ax, workdir, (config, records) in zip(axes[0], workdirs, runs):
+    curves = member_curves(records, _SPLIT.value, _METRIC.value)[0]
+    diverged = divergence_steps(workdir, records)
     rates = config["population"]["learning_rate"] or [config["learning_rate"]]
     colours = dict(zip(sorted(set(rates)), plot_common.plt.cm.viridis(np.linspace(0, 0.9, len(set(rates))))))
     member_rate = [rate for rate in rates for _ in (config["population"]["seed"] or [config["seed"]])]
@@ -62,6 +108,13 @@ def main(argv):
     ax.legend(fontsize=7, ncol=2)
   axes[0][0].set_ylabel(f"{_SPLIT.value} {_METRIC.value}")
   plot_common.save(fig, _OUT.value)
+  if _TABLE.value:
+    lines = []
+    for workdir, (config, records) in zip(workdirs, runs):
+      lines += member_table(config, records, member_curves(records, "valid", "accuracy")[0],
+                            divergence_steps(workdir, records))
+    pathlib.Path(_TABLE.value).write_text("\n".join(lines))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

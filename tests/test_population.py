@@ -281,6 +281,19 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   assert merged["selected_member"] == single["selected_member"]
   partial = merge(tmp_path / "partial", shards[0])
   assert partial.returncode != 0 and "do not cover the population" in partial.stderr.strip().splitlines()[-1]
+  last_line = lambda result: result.stderr.strip().splitlines()[-1]
+  # --out pointed at a slice (or any run's workdir) would overwrite its results.json.
+  results_before = (shards[0] / "results.json").read_text()
+  onto_slice = merge(shards[0], *shards)
+  assert onto_slice.returncode != 0 and "is a run's workdir" in last_line(onto_slice)
+  assert (shards[0] / "results.json").read_text() == results_before
+  # A slice whose extension to more steps was interrupted holds the shorter run's results.
+  config = json.loads((shards[1] / "config.json").read_text())
+  (shards[1] / "config.json").write_text(json.dumps({**config, "num_steps": 4}))
+  stale = merge(tmp_path / "stale", *shards)
+  assert stale.returncode != 0 and "Traceback" not in stale.stderr
+  assert last_line(stale).startswith(f"error: {shards[1] / 'results.json'} is stale: it reports steps=2 but the"
+                                     " slice's config asks for num_steps=4")
 
 
 def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
