@@ -141,9 +141,21 @@ def write_text_atomic(path: pathlib.Path, text: str) -> None:
     tmp.write_text(text)
 
 
+def strict_json(obj: Any) -> Any:
+  """``obj`` with every non-finite float (a diverged member's metric) as None: JSON null, not a bare NaN
+  that strict parsers reject. (Files written before this, with NaN, still read: Python's json takes it.)"""
+  if isinstance(obj, float):
+    return obj if math.isfinite(obj) else None
+  if isinstance(obj, dict):
+    return {k: strict_json(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [strict_json(v) for v in obj]
+  return obj
+
+
 def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
-  """Writes JSON so that a reader (or a crash) never sees a partial file."""
-  write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+  """Writes strict JSON so that a reader (or a crash) never sees a partial file."""
+  write_text_atomic(path, json.dumps(strict_json(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _is_json(line: str) -> bool:
@@ -190,8 +202,8 @@ class MetricsWriter:
     record = {"step": int(step), "split": split}
     if member is not None:
       record["member"] = int(member)
-    record.update({k: float(v) for k, v in metrics.items()})
-    self._file.write(json.dumps(record) + "\n")
+    record.update(strict_json({k: float(v) for k, v in metrics.items()}))
+    self._file.write(json.dumps(record, allow_nan=False) + "\n")
     self._file.flush()
     os.fsync(self._file.fileno())
     if self._summary_writer is not None:

@@ -48,8 +48,8 @@ def member_curves(records, split, metric):
   curves, diverged = defaultdict(list), {}
   for r in records:
     member = r.get("member", 0)
-    if r.get("split") == "train" and member not in diverged and any(
-        isinstance(v, float) and not math.isfinite(v) for k, v in r.items() if k not in ("step", "member")):
+    if r.get("split") == "train" and member not in diverged and any(  # null (or, in older files, NaN)
+        v is None or (isinstance(v, float) and not math.isfinite(v)) for k, v in r.items() if k not in ("step", "member")):
       diverged[member] = r["step"]
     if r.get("split") == split and metric in r:
       curves[member].append((r["step"], r[metric]))

@@ -86,7 +86,7 @@ def main(argv):
     entry = {"estimator": estimator, "setting": list(setting), "seeds": len(results)}
     cells = []
     for metric in _METRICS.value:
-      values = [r[metric] for r in results]
+      values = [float("nan") if r[metric] is None else r[metric] for r in results]  # None: diverged
       mean = statistics.mean(values)
       std = statistics.stdev(values) if len(values) > 1 else 0.0
       entry[metric] = {"mean": mean, "std": std, "values": values}

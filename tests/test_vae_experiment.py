@@ -349,3 +349,19 @@ def test_an_old_model_checkpoint_is_refused_by_the_new_default(tmp_path):
   assert again.returncode != 0 and "Traceback" not in again.stderr
   for field in ("activation", "kernel_init", "decoder_output_bias", "center_inputs", "prior"):
     assert f"{field} (saved" in last, field
+
+
+def test_a_diverged_member_is_written_as_strict_json(tmp_path):
+  """A diverged member's non-finite metrics are JSON null (strict parsers reject a bare NaN), with its
+  divergence step beside them."""
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "activation=relu",
+           "population.search=lists", "population.learning_rate=(0.001,1e30)")
+
+  def strict(text):
+    return json.loads(text, parse_constant=lambda name: pytest.fail(f"bare {name} in JSON"))
+
+  results = strict((tmp_path / "results.json").read_text())
+  diverged = results["members"][1]
+  assert diverged["diverged_at_step"] in (1, 2) and results["selected_member"] == 0
+  records = [strict(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert any(r.get("member") == 1 and r["split"] == "train" and r["bound"] is None for r in records)
