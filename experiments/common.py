@@ -263,7 +263,7 @@ class Checkpointer:
 SAFE_TO_CHANGE = frozenset({
     "log_every", "eval_every", "checkpoint_every", "variance_every", "mse_every", "variance_draws",
     "mse_reference_draws", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size", "data_dir",
-    "download", "cache_dir", "steps_per_call", "population.vectorize",
+    "download", "cache_dir", "steps_per_call",
     # Evaluation-only fields: they change what is measured, never the training.
     "num_eval_samples", "num_eval_examples", "selection_eval_samples",
 })
