@@ -25,7 +25,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import common, population
-from gr_jax.data import listops
+from gr_jax.data import InvalidDataError, listops
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
@@ -113,6 +113,10 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
         f" length <= {config.max_length}, fewer than one batch ({config.batch_size}): raise num_train_examples"
         " (the paper's training set: 90000)."
     )
+  for split in ("valid", "test"):
+    if not data[split]:
+      raise InvalidDataError(f"{sources[split]}: no {split} example of length <= {config.max_length} (the model is"
+                             " selected on valid and reported on test): give a file with such lines.")
   common.require_batch_fits(config, len(data["train"]), f"training examples of length <= {config.max_length}")
   return data
 
@@ -298,7 +302,6 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "num_train_examples_requested": config.num_train_examples,
       "num_train_examples": len(train.labels),  # kept: length <= max_length
   }, columns=("valid_accuracy", "test_accuracy", "best_epoch"))
-  logging.info("results: valid %s test %s (member %s of %d)", results["valid_accuracy"],
-               results["test_accuracy"], results["selected_member"], trainer.size)
+  population.log_selection(results, "valid_accuracy", ("valid_accuracy", "test_accuracy"))
   run.close()
   return results

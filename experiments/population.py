@@ -356,7 +356,10 @@ class Trainer:
         rows = jax.lax.with_sharding_constraint(rows, NamedSharding(self.mesh, PartitionSpec(AXIS)))
       batch = jax.tree.map(lambda a: jnp.take(a, rows, axis=0), train_data)
       new, metrics = task.train_step(member, hyperparameters, batch, jax.random.fold_in(train_key, step), step)
-      finite = alive & jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in metrics.values()]))
+      # The metrics describe the state before the step; the new state must be finite too, so that a
+      # frozen member keeps a state that evaluates.
+      checked = [*metrics.values(), *(a for a in jax.tree.leaves(new) if jnp.issubdtype(a.dtype, jnp.inexact))]
+      finite = alive & jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in checked]))
       member = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, member)
       diverged_at = jnp.where(alive & ~finite, step, diverged_at)
       return (member, finite, diverged_at, order), metrics
@@ -472,6 +475,18 @@ def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
   if not finite:
     return None
   return (min if mode == "min" else max)(finite, key=lambda r: r[metric])
+
+
+def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
+  """The results line of the selected member, or one line saying why no member could be selected."""
+  if results["selected_member"] is not None:
+    logging.info("results: %s (member %s of %d)", " ".join(f"{n} {results[n]}" for n in names),
+                 results["selected_member"], len(results["members"]))
+    return
+  diverged = [m["diverged_at_step"] for m in results["members"] if m["diverged_at_step"] is not None]
+  why = (f"every member diverged (at steps {diverged})" if len(diverged) == len(results["members"])
+         else f"no member has a finite {metric}")
+  logging.warning("no member could be selected on %s: %s; the members' results are in results.json.", metric, why)
 
 
 def finish(path: pathlib.Path, config: ConfigDict, reports: list[dict], metric: str, mode: str,

@@ -408,7 +408,6 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "num_eval_examples": len(test),
       "final_eval_seconds": eval_seconds,
   }, columns=("valid_nll", "test_nll"))
-  logging.info("results: valid_nll %s test_nll %s (member %s of %d)", results["valid_nll"], results["test_nll"],
-               results["selected_member"], trainer.size)
+  population.log_selection(results, SELECTION[0], ("valid_nll", "test_nll"))
   run.close()
   return results

@@ -133,3 +133,16 @@ def test_a_stale_training_cache_is_regenerated(tmp_path, caplog):
     again = listops_experiment.load_data(config)["train"]
   assert again == fresh and any("holds 7 lines, not 50" in r.getMessage() for r in caplog.records)
   assert len(cache.read_text().splitlines()) == 50
+
+
+def test_no_validation_example_of_the_length_is_caught_at_start(tmp_path):
+  data_dir = _data_dir(tmp_path)
+  long_lines = [line for line in listops.generate(400, 9) if len(listops.parse_line(line).tokens) > 10][:5]
+  (data_dir / "valid_d20s_1k.tsv").write_text("\n".join(long_lines) + "\n")
+  result = run_main("configs/listops_L10.py", tmp_path / "run", f"data_dir={data_dir}", "num_train_examples=80",
+                    f"cache_dir={tmp_path / 'cache'}", check=False)
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode != 0 and "Traceback" not in result.stderr
+  assert last == (f"error: {data_dir / 'valid_d20s_1k.tsv'}: no valid example of length <= 10 (the model is selected"
+                  " on valid and reported on test): give a file with such lines.")
+  assert not (tmp_path / "run" / "checkpoints").exists()

@@ -116,6 +116,24 @@ def test_members_equal_the_runs_they_would_be_alone(vectorize):
     _assert_close(_member(state["members"]["params"], i), _member(alone_state["members"]["params"], 0))
 
 
+def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
+  """Metrics describe the state a step starts from: a step whose loss is finite but whose update
+  overflows must not be kept (the frozen state is the last finite one, which evaluates)."""
+  config = _config(population_search="lists", population_learning_rate=(1.0, 2.0))
+
+  def train_step(member, hyperparameters, batch, key, step):
+    del batch, key
+    blown_up = jnp.where((hyperparameters["learning_rate"] == 2.0) & (step == 3), jnp.inf, 1.0)
+    return {"w": member["w"] * blown_up + 1.0}, {"loss": jnp.sum(member["w"])}
+
+  task = population.Task(lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5)
+  trainer = population.Trainer(task, config, population.members(config, vae.HYPERPARAMETERS, vae.paper_search))
+  state, _ = trainer.run_block(trainer.init_state(), 1, 5)
+  assert np.asarray(state["alive"]).tolist() == [True, False]
+  assert np.asarray(state["diverged_at"]).tolist() == [-1, 3]
+  np.testing.assert_array_equal(np.asarray(state["members"]["w"]), [[5.0] * 3, [2.0] * 3])  # after steps 1-2
+
+
 def test_a_diverging_member_is_frozen_and_recorded_while_the_others_train():
   config = _config(population_search="lists", population_learning_rate=(1e-3, 1e30), estimator="st_gs",
                    activation="relu")  # tanh saturates: its outputs stay finite at any weights
@@ -310,3 +328,16 @@ def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
   assert [(row["setting"], row["seeds"]) for row in table] == [(["learning_rate=0.1"], 2), (["learning_rate=0.5"], 2)]
   members = json.loads((tmp_path / "st_gs" / "results.json").read_text())["members"]
   assert sorted((m["seed"], m["learning_rate"]) for m in members) == [(0, 0.1), (0, 0.5), (1, 0.1), (1, 0.5)]
+
+
+def test_no_selectable_member_is_said_in_one_line(caplog):
+  members = [{"member": i, "valid_nll": None, "test_nll": None, "diverged_at_step": 4 + i} for i in range(2)]
+  with caplog.at_level("INFO"):
+    population.log_selection({"selected_member": None, "members": members}, "valid_nll", ("valid_nll", "test_nll"))
+    population.log_selection({"selected_member": None, "members": [{**members[0], "diverged_at_step": None}]},
+                             "valid_nll", ())
+  assert [r.getMessage() for r in caplog.records] == [
+      "no member could be selected on valid_nll: every member diverged (at steps [4, 5]); the members' results are"
+      " in results.json.",
+      "no member could be selected on valid_nll: no member has a finite valid_nll; the members' results are in"
+      " results.json."]
