@@ -187,21 +187,25 @@ class MetricsWriter:
       self._summary_writer = None
 
   def truncate_after(self, step: int) -> None:
-    """Drops lines of steps after ``step`` (a resumed run logs them again, identically)."""
+    """Drops lines of steps after ``step`` and the final evaluation's lines (``"final": true``): a resumed
+    run logs them again, identically, and an extended run evaluates at its new end."""
     self._file.close()
     lines = [line for line in (self.path.read_text().splitlines() if self.path.exists() else []) if line.strip()]
     if lines and not _is_json(lines[-1]):
       # What a crash or a full disk leaves: a line cut off mid-write.
       logging.warning("dropping a partial last line of %s: %r", self.path, lines[-1][:80])
       lines.pop()
-    kept = [line for line in lines if json.loads(line)["step"] <= step]
+    kept = [line for line in lines if (record := json.loads(line))["step"] <= step and not record.get("final")]
     write_text_atomic(self.path, "".join(line + "\n" for line in kept))
     self._file = open(self.path, "a")
 
-  def write(self, step: int, split: str, member: int | None = None, **metrics: float) -> None:
+  def write(self, step: int, split: str, member: int | None = None, final: bool = False, **metrics: float) -> None:
+    """One line; ``final`` marks the end-of-run evaluation's lines (dropped on resume, see truncate_after)."""
     record = {"step": int(step), "split": split}
     if member is not None:
       record["member"] = int(member)
+    if final:
+      record["final"] = True
     record.update(strict_json({k: float(v) for k, v in metrics.items()}))
     self._file.write(json.dumps(record, allow_nan=False) + "\n")
     self._file.flush()

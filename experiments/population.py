@@ -446,10 +446,10 @@ class Run:
       note = f"{alive.sum()}/{len(alive)} members alive, their mean: " if self.trainer.size > 1 else ""
       self.progress.log(steps[-1], note=note, **shown)
 
-  def write(self, step: int, split: str, values: dict[str, np.ndarray]) -> None:
-    """One metrics line per member: ``values`` maps names to ``[P]`` arrays."""
+  def write(self, step: int, split: str, values: dict[str, np.ndarray], final: bool = False) -> None:
+    """One metrics line per member: ``values`` maps names to ``[P]`` arrays (``final``: see MetricsWriter.write)."""
     for i, member in enumerate(self.member_ids):
-      self.writer.write(step, split, member=member, **{k: v[i] for k, v in values.items()})
+      self.writer.write(step, split, member=member, final=final, **{k: v[i] for k, v in values.items()})
 
   def close(self) -> None:
     self.writer.close()

@@ -312,7 +312,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
       "test": evaluator.nll(state, test, -2, samples, "test"),
   }
   for split in ("valid", "test"):
-    run.write(run.last_step, split, {"nll": nll[split], "num_samples": np.full(size, samples)})
+    run.write(run.last_step, split, {"nll": nll[split], "num_samples": np.full(size, samples)}, final=True)
   diverged_at = population.to_host(state["diverged_at"])
   reports = [
       population.member_report(member, {"valid_nll": float(nll["valid"][i]), "test_nll": float(nll["test"][i]),
@@ -327,7 +327,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
     final = {"num_eval_samples": config.num_eval_samples}
     for salt, split, images in ((-3, "valid", valid), (-4, "test", test)):
       final[f"{split}_nll"] = float(evaluator.nll(state, images, salt, config.num_eval_samples, split, member=i)[0])
-      run.writer.write(run.last_step, split, member=selected["member"], nll=final[f"{split}_nll"],
+      run.writer.write(run.last_step, split, member=selected["member"], final=True, nll=final[f"{split}_nll"],
                        num_samples=config.num_eval_samples)
     selected["final"] = final
   return reports

@@ -369,3 +369,17 @@ def test_a_diverged_member_is_written_as_strict_json(tmp_path):
   assert diverged["diverged_at_step"] in (1, 2) and results["selected_member"] == 0
   records = [strict(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert any(r.get("member") == 1 and r["split"] == "train" and r["bound"] is None for r in records)
+
+
+def test_an_interrupted_final_evaluation_leaves_no_duplicate_lines(tmp_path):
+  """Killed after the final evaluation wrote its lines but before results.json (the last write): the
+  rerun evaluates again and metrics.jsonl equals the uninterrupted run's; an extension keeps no
+  end-of-run lines of the shorter run."""
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  uninterrupted = (tmp_path / "metrics.jsonl").read_text()
+  (tmp_path / "results.json").unlink()
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  assert (tmp_path / "metrics.jsonl").read_text() == uninterrupted
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
+  records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert sorted({r["step"] for r in records if r.get("final")}) == [4]
