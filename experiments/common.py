@@ -195,6 +195,10 @@ class MetricsWriter:
       # What a crash or a full disk leaves: a line cut off mid-write.
       logging.warning("dropping a partial last line of %s: %r", self.path, lines[-1][:80])
       lines.pop()
+    damaged = [(number, line) for number, line in enumerate(lines, 1) if not _is_json(line)]
+    for number, line in damaged:
+      logging.warning("dropping a damaged line %d of %s: %r", number, self.path, line[:80])
+    lines = [line for line in lines if _is_json(line)]
     kept = [line for line in lines if (record := json.loads(line))["step"] <= step and not record.get("final")]
     write_text_atomic(self.path, "".join(line + "\n" for line in kept))
     self._file = open(self.path, "a")
@@ -331,8 +335,9 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   lock_workdir(path)
   saved_path = path / "config.json"
   new = _as_json(config.to_dict())
-  if saved_path.exists():
-    saved = _flatten(json.loads(saved_path.read_text()))
+  saved = _saved_config(path)
+  if saved is not None:
+    saved = _flatten(saved)
     new = _flatten(new)
     differing = [
         f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
@@ -347,7 +352,45 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
           " intervals, data paths; num_steps / num_epochs may grow)."
       )
   write_json_atomic(saved_path, _as_json(config.to_dict()))
+  write_json_atomic(path / CONFIG_BACKUP, _as_json(config.to_dict()))
   return path
+
+
+# A second copy of config.json: the run's config must survive the loss of one file, since the
+# checkpoint alone (hyperparameters in the state) cannot say which config it was trained with.
+CONFIG_BACKUP = "config.backup.json"
+
+
+def _holds_run(path: pathlib.Path) -> bool:
+  checkpoints = path / "checkpoints"
+  has_checkpoint = checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
+  return has_checkpoint or (path / "metrics.jsonl").is_file() and (path / "metrics.jsonl").stat().st_size > 0
+
+
+def _saved_config(path: pathlib.Path) -> dict | None:
+  """The workdir's saved config (config.json, else its backup), None for a new workdir.
+
+  Raises:
+    ConfigError: the workdir holds a run but neither file reads.
+  """
+  for name in ("config.json", CONFIG_BACKUP):
+    file = path / name
+    if not file.exists():
+      continue
+    try:
+      saved = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      logging.warning("%s is damaged (%s)", file, e)
+      continue
+    if name == CONFIG_BACKUP:
+      logging.warning("%s/config.json is missing or damaged: the run's config is read from %s", path, file)
+    return saved
+  if _holds_run(path):
+    raise ConfigError(
+        f"--workdir {path} holds a run (checkpoints or metrics) but its config.json is missing or damaged and"
+        f" {CONFIG_BACKUP} does not read either: restore config.json, or use a new --workdir."
+    )
+  return None
 
 
 def finished_results(path: pathlib.Path, steps: int) -> dict | None:
@@ -355,7 +398,11 @@ def finished_results(path: pathlib.Path, steps: int) -> dict | None:
   results_path = path / "results.json"
   if not results_path.exists():
     return None
-  results = json.loads(results_path.read_text())
+  try:
+    results = json.loads(results_path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    logging.warning("%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e)
+    return None
   if results.get("steps") != steps:
     return None
   logging.info("the run in %s is finished (%d steps); its results are in %s. Delete results.json to"

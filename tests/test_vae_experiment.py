@@ -383,3 +383,27 @@ def test_an_interrupted_final_evaluation_leaves_no_duplicate_lines(tmp_path):
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert sorted({r["step"] for r in records if r.get("final")}) == [4]
+
+
+def test_damaged_or_missing_workdir_files(tmp_path):
+  """A missing config.json is read from its backup (a restart under other hyperparameters is still
+  refused); with both unreadable the restart is refused in one line; a damaged metrics line is
+  dropped with a warning; an empty results.json is evaluated again."""
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  (tmp_path / "config.json").unlink()
+  changed = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "learning_rate=0.01",
+                     check=False)
+  assert changed.returncode != 0 and "learning_rate (saved 0.001, now 0.01)" in changed.stderr.splitlines()[-1]
+  metrics = tmp_path / "metrics.jsonl"
+  lines = metrics.read_text().splitlines()
+  metrics.write_text("\n".join([lines[0], "{garbage", *lines[1:]]) + "\n")
+  (tmp_path / "results.json").write_text("")
+  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  assert "dropping a damaged line 2" in again.stderr and "results.json is damaged" in again.stderr
+  assert metrics.read_text().splitlines() == lines and json.loads((tmp_path / "results.json").read_text())["steps"] == 2
+  (tmp_path / "config.json").write_text('{"truncat')
+  (tmp_path / "config.backup.json").unlink()
+  refused = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", check=False)
+  last = refused.stderr.strip().splitlines()[-1]
+  assert refused.returncode != 0 and "Traceback" not in refused.stderr
+  assert last.startswith(f"error: --workdir {tmp_path} holds a run") and "missing or damaged" in last
