@@ -3,13 +3,14 @@
 import functools
 import http.server
 import pathlib
+import re
 import socket
 import threading
 
 import numpy as np
 import pytest
 
-from gr_jax.data import mnist
+from gr_jax.data import InvalidDataError, mnist
 
 
 def _fake_splits(rng):
@@ -156,3 +157,18 @@ def test_expected_checksums_match_the_shared_copy():
   data = np.load(path)
   for s, (count, digest) in mnist.EXPECTED.items():
     assert len(data[s]) == count and mnist.rows_digest(data[s]) == digest
+
+
+@pytest.mark.parametrize("damage", ["text", "truncated", "object"])
+def test_a_bad_npz_container_is_one_error_naming_the_file(tmp_path, damage):
+  path = tmp_path / "binarized_mnist.npz"
+  if damage == "text":
+    path.write_text("not an npz\n")
+  elif damage == "truncated":
+    splits = {s: np.zeros((2, 784), np.uint8) for s in ("train", "valid", "test")}
+    np.savez(path, **splits)
+    path.write_bytes(path.read_bytes()[:300])
+  else:
+    np.savez(path, train=np.array([{"a": 1}], dtype=object), valid=np.zeros((2, 784)), test=np.zeros((2, 784)))
+  with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(path))} is not a readable npz"):
+    mnist.load(str(tmp_path), download=False)

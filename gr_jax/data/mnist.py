@@ -27,6 +27,7 @@ import os
 import pathlib
 import shutil
 import urllib.request
+import zipfile
 
 import numpy as np
 from absl import logging
@@ -64,11 +65,15 @@ def _amat_name(split: str) -> str:
 def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
   npz = directory / NPZ_NAME
   if npz.is_file():
-    with np.load(npz) as f:
-      missing = [s for s in SPLITS if s not in f]
-      if missing:
-        raise InvalidDataError(f"{npz} lacks the splits {missing}; it must hold {list(SPLITS)}.")
-      return {s: _check(np.asarray(f[s]), f"{npz}, split {s!r}") for s in SPLITS}
+    try:
+      with np.load(npz, allow_pickle=False) as f:
+        missing = [s for s in SPLITS if s not in f]
+        if missing:
+          raise InvalidDataError(f"{npz} lacks the splits {missing}; it must hold {list(SPLITS)}.")
+        return {s: _check(np.asarray(f[s]), f"{npz}, split {s!r}") for s in SPLITS}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # not an npz, truncated, object arrays
+      raise InvalidDataError(f"{npz} is not a readable npz of uint8 arrays ({type(e).__name__}: {e}); replace it"
+                             f" with a copy holding {list(SPLITS)}.") from None
   if all((directory / _amat_name(s)).is_file() for s in SPLITS):
     return {s: _check(np.loadtxt(directory / _amat_name(s)), str(directory / _amat_name(s))) for s in SPLITS}
   return None
