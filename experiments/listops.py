@@ -49,8 +49,8 @@ def validate(config: ConfigDict):
   return estimator
 
 
-def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str]:
-  """The training TSV lines: config.train_file, else generated (and cached)."""
+def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> tuple[list[str], str]:
+  """The training TSV lines (config.train_file, else generated and cached) and where they are."""
   if config.train_file:
     path = pathlib.Path(config.train_file)
     if not path.is_file():
@@ -58,7 +58,7 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str
           f"config.train_file {path} does not exist; write one with {GENERATOR_HINT}, or set"
           " --config.train_file='' to generate the training data at start."
       )
-    return path.read_text().splitlines()
+    return listops.read_lines(path), str(path)
   exclude = listops.expressions(test_path) if test_path else set()
   # The cache key names the file whose expressions were excluded (by content).
   excluded = hashlib.sha256(test_path.read_bytes()).hexdigest()[:12] if test_path else "none"
@@ -67,16 +67,20 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> list[str
       f"_generator{listops.GENERATOR_VERSION}.tsv"
   )
   if cache.is_file():
-    lines = cache.read_text().splitlines()
+    lines = listops.read_lines(cache)
     if len(lines) == config.num_train_examples:
-      return lines
+      return lines, f"{cache} (a cache of generated data: delete it to generate it again)"
     logging.warning("the cached training data %s holds %d lines, not %d: generating it again", cache, len(lines),
                     config.num_train_examples)
   logging.info("generating %d ListOps training examples (seed %d)", config.num_train_examples, config.data_seed)
   lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
-  cache.parent.mkdir(parents=True, exist_ok=True)
-  common.write_text_atomic(cache, "\n".join(lines) + "\n")
-  return lines
+  try:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    common.write_text_atomic(cache, "\n".join(lines) + "\n")
+  except OSError as e:
+    raise common.ConfigError(f"config.cache_dir={config.cache_dir!r}: cannot write the generated training data"
+                             f" there ({e}); set --config.cache_dir to a writable directory.") from None
+  return lines, "the generated training data"
 
 
 def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
@@ -97,10 +101,9 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
             f" Bowman 2018), or point --config.{split}_file at it; a validation split can also"
             f" be generated with {GENERATOR_HINT}."
         )
-    splits = {split: path.read_text().splitlines() for split, path in paths.items()}
-    splits["train"] = _train_lines(config, paths["test"])
-    sources = {**{split: str(path) for split, path in paths.items()},
-               "train": config.train_file or "the generated training data"}
+    splits = {split: listops.read_lines(path) for split, path in paths.items()}
+    splits["train"], train_source = _train_lines(config, paths["test"])
+    sources = {**{split: str(path) for split, path in paths.items()}, "train": train_source}
   if config.dataset == "synthetic":
     sources = {split: f"generated {split} data" for split in splits}
   data = {

@@ -2,12 +2,13 @@
 
 import json
 import math
+import re
 
 import pytest
 
 from configs import listops_L10
 from experiments import common, listops as listops_experiment
-from gr_jax.data import listops
+from gr_jax.data import InvalidDataError, listops
 from tests.cli import run_main
 
 TINY = (
@@ -146,3 +147,30 @@ def test_no_validation_example_of_the_length_is_caught_at_start(tmp_path):
   assert last == (f"error: {data_dir / 'valid_d20s_1k.tsv'}: no valid example of length <= 10 (the model is selected"
                   " on valid and reported on test): give a file with such lines.")
   assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_bad_bytes_labels_and_caches_are_one_line_each(tmp_path):
+  """Non-UTF-8 bytes and a label like '²' are file:line errors; a byte-order mark is read; a damaged
+  cache says that it may be deleted; an unwritable cache_dir names the field."""
+  data_dir = _data_dir(tmp_path)
+  valid = data_dir / "valid_d20s_1k.tsv"
+  good = valid.read_bytes()
+  config = listops_L10.get_config()
+  config.data_dir, config.cache_dir, config.num_train_examples = str(data_dir), str(tmp_path / "c"), 50
+  valid.write_bytes(good.replace(b"\t", b"\t\xff", 1))
+  with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(valid))}:1: not UTF-8 text \(byte 0xff"):
+    listops_experiment.load_data(config)
+  valid.write_bytes("²".encode() + good[1:])
+  with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(valid))}:1: the label must be an integer in 0..9"):
+    listops_experiment.load_data(config)
+  valid.write_bytes(b"\xef\xbb\xbf" + good)
+  assert len(listops_experiment.load_data(config)["valid"]) > 0
+  (cache,) = (tmp_path / "c").iterdir()
+  cache.write_text("x\tbroken\n" * 50)
+  with pytest.raises(InvalidDataError, match="a cache of generated data: delete it to generate it again"):
+    listops_experiment.load_data(config)
+  blocked = tmp_path / "file"
+  blocked.write_text("")
+  config.cache_dir = str(blocked / "sub")
+  with pytest.raises(common.ConfigError, match=r"^config\.cache_dir="):
+    listops_experiment.load_data(config)

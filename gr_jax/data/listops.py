@@ -90,7 +90,7 @@ def parse_line(line: str, where: str = "") -> Example:
   if len(fields) != 2:
     raise bad(f"a ListOps line is 'label<TAB>expression' (one tab), found {len(fields) - 1} tabs")
   label, expression = fields
-  if not label.strip().isdigit() or not 0 <= int(label) < NUM_CLASSES:
+  if label.strip() not in DIGITS:  # not isdigit(): it takes "²", which int() refuses
     raise bad(f"the label must be an integer in 0..{NUM_CLASSES - 1}, got {label!r}")
   tokens = tuple(t for t in expression.split() if t not in "()")
   unknown = sorted({t for t in tokens if t not in TOKEN_ID})
@@ -112,9 +112,24 @@ def parse_lines(lines: Sequence[str], source: str) -> list[Example]:
   return [parse_line(line, f"{source}:{number}") for number, line in enumerate(lines, 1) if line.strip()]
 
 
+def read_lines(path: str | pathlib.Path) -> list[str]:
+  """The file's lines as UTF-8 text (a leading byte-order mark is dropped).
+
+  Raises:
+    InvalidDataError: a line is not UTF-8, naming the file, the line and the byte.
+  """
+  lines = []
+  for number, raw in enumerate(pathlib.Path(path).read_bytes().splitlines(), 1):
+    try:
+      lines.append(raw.decode("utf-8-sig" if number == 1 else "utf-8"))
+    except UnicodeDecodeError as e:
+      raise InvalidDataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+                             ) from None
+  return lines
+
+
 def load_tsv(path: str | pathlib.Path) -> list[Example]:
-  with open(path) as f:
-    return parse_lines(f.read().splitlines(), str(path))
+  return parse_lines(read_lines(path), str(path))
 
 
 def apply_operator(operator: str, values: Sequence[int]) -> int:
@@ -195,8 +210,7 @@ def generate(num_examples: int, seed: int, exclude: set[str] = frozenset()) -> l
 
 
 def expressions(path: str | pathlib.Path) -> set[str]:
-  with open(path) as f:
-    return {line.rstrip("\n").split("\t")[1] for line in f if line.strip()}
+  return {line.split("\t")[1] for line in read_lines(path) if line.strip()}
 
 
 def length_statistics(examples: Sequence[Example], thresholds=(10, 25, 50)) -> dict[int, float]:
