@@ -282,12 +282,12 @@ def _as_json(value: Any) -> Any:
   return json.loads(json.dumps(value))
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict:
+def flatten(tree: dict, prefix: str = "") -> dict:
   """{"population": {"size": 1}} -> {"population.size": 1}."""
   flat = {}
   for key, value in tree.items():
     if isinstance(value, dict):
-      flat.update(_flatten(value, f"{prefix}{key}."))
+      flat.update(flatten(value, f"{prefix}{key}."))
     else:
       flat[f"{prefix}{key}"] = value
   return flat
@@ -337,8 +337,8 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   new = _as_json(config.to_dict())
   saved = _saved_config(path)
   if saved is not None:
-    saved = _flatten(saved)
-    new = _flatten(new)
+    saved = flatten(saved)
+    new = flatten(new)
     differing = [
         f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
         for field in sorted(set(saved) | set(new))

@@ -14,7 +14,7 @@ import pathlib
 
 from absl import app, flags
 
-from experiments import population
+from experiments import common, population
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the merged results.json and summary.md.", required=True)
 
@@ -31,18 +31,24 @@ def _is_run_workdir(path: pathlib.Path) -> bool:
   return any((path / name).exists() for name in ("config.json", "checkpoints", "metrics.jsonl"))
 
 
+def _read_json(path: pathlib.Path) -> dict:
+  try:
+    return json.loads(path.read_text())
+  except FileNotFoundError:
+    raise SystemExit(f"error: {path} does not exist: that slice has not finished (run its job again).") from None
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise SystemExit(f"error: {path} is damaged ({e}): run that slice's job again to rewrite it.") from None
+
+
 def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
+  if not workdirs:
+    raise SystemExit("error: give the workdirs of the slices to merge (every shard's, once).")
   if out.resolve() in {w.resolve() for w in workdirs} or _is_run_workdir(out):
     raise SystemExit(f"error: --out={out} is a run's workdir (one of the slices, or another run): its results.json"
                      " would be overwritten; give a new directory.")
-  slices = []
-  for workdir in workdirs:
-    path = workdir / "results.json"
-    if not path.is_file():
-      raise SystemExit(f"error: {path} does not exist: that slice has not finished (run its job again).")
-    slices.append(json.loads(path.read_text()))
+  slices = [_read_json(workdir / "results.json") for workdir in workdirs]
   first = slices[0]
-  configs = [json.loads((w / "config.json").read_text()) for w in workdirs]
+  configs = [_read_json(w / "config.json") for w in workdirs]
   for workdir, config, results in zip(workdirs, configs, slices):
     for config_field, results_field in _LENGTH_FIELDS:
       if config_field in config and results.get(results_field, config[config_field]) != config[config_field]:
@@ -50,10 +56,12 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
             f"error: {workdir / 'results.json'} is stale: it reports {results_field}={results[results_field]} but the"
             f" slice's config asks for {config_field}={config[config_field]} (an extension that did not finish):"
             " run that slice's job again.")
+  reference = common.flatten(configs[0])
   for workdir, config in zip(workdirs[1:], configs[1:]):
-    mismatch = [k for k in config if k != "population" and config[k] != configs[0].get(k)]
-    mismatch += [f"population.{k}" for k in config["population"]
-                 if k != "shard_index" and config["population"][k] != configs[0]["population"].get(k)]
+    flat = common.flatten(config)
+    # Fields that may differ between slices: the shard, and what a restart may change (logging, evaluation).
+    mismatch = [k for k in sorted(set(flat) | set(reference)) if flat.get(k) != reference.get(k)
+                and k != "population.shard_index" and k not in common.SAFE_TO_CHANGE]
     if mismatch:
       raise SystemExit(f"error: {workdir} is not a slice of the population in {workdirs[0]}: {', '.join(mismatch)} differ.")
   reports = sorted((m for s in slices for m in s["members"]), key=lambda m: m["member"])
@@ -67,8 +75,11 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
   common_results = {k: v for k, v in first.items() if k not in _PER_SLICE and k not in reports[0]}
   common_results.update(shard=[0, 1], merged_from=[str(w) for w in workdirs],
                         trained_steps=min(s["trained_steps"] for s in slices))
-  out.mkdir(parents=True, exist_ok=True)
-  return population.write_results(out, reports, metric, mode, common_results, columns)
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+    return population.write_results(out, reports, metric, mode, common_results, columns)
+  except OSError as e:
+    raise SystemExit(f"error: cannot write the merged results in --out={out}: {e}") from None
 
 
 def main(argv):

@@ -45,6 +45,10 @@ _ESTIMATORS = flags.DEFINE_list("estimators", None, "Estimators (default: the pa
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every run (departures: listed).")
 _NAME = flags.DEFINE_string("name", "", "Base name of the table files in --out (default table<N>).")
 _RUN = flags.DEFINE_bool("run", True, "Train what is missing (False: only tabulate finished populations).")
+_CONFIG = flags.DEFINE_string(
+    "config", "", "Config file with {L} / {arity} for the cell ('' = configs/listops_L{L}.py or"
+    " configs/vae_{arity}ary.py; the earlier models: configs/listops_flax_init.py:{L},"
+    " configs/vae_relu_mlp.py:{arity}).")
 # Table 1.
 _LENGTHS = flags.DEFINE_list("lengths", ["10"], "Table 1: maximum lengths L (10, 25, 50).")
 _TAUS = flags.DEFINE_list("taus", ["0.01", "0.1", "1.0"], "Table 1: temperatures.")
@@ -160,7 +164,7 @@ def table1(out: pathlib.Path) -> tuple[list[dict], list[str]]:
           if float(clip):
             overrides.append(f"grad_clip_norm={clip}")
           workdir = out / setting / estimator
-          results = _run(f"configs/listops_L{length}.py", workdir, overrides)
+          results = _run((_CONFIG.value or "configs/listops_L{L}.py").format(L=length), workdir, overrides)
           if results is None:
             continue
           by_rate = {}
@@ -209,7 +213,7 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
         if _DATA_DIR.value:
           overrides.append(f"data_dir={_DATA_DIR.value}")
         workdir = out / f"{arity}ary_B{batch_size}" / estimator
-        results = _run(f"configs/vae_{arity}ary.py", workdir, overrides)
+        results = _run((_CONFIG.value or "configs/vae_{arity}ary.py").format(arity=arity), workdir, overrides)
         if results is None:
           continue
         finite = [m["test_nll"] for m in results["members"] if m["valid_nll"] is not None]

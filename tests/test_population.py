@@ -312,6 +312,16 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   assert stale.returncode != 0 and "Traceback" not in stale.stderr
   assert last_line(stale).startswith(f"error: {shards[1] / 'results.json'} is stale: it reports steps=2 but the"
                                      " slice's config asks for num_steps=4")
+  # A field a restart may change (log_every) may differ between slices; a damaged slice, no slice and an
+  # unwritable --out are one line each.
+  (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
+  assert merge(tmp_path / "safe", *shards).returncode == 0
+  unwritable = merge(tmp_path / "safe" / "summary.md" / "x", *shards)
+  (shards[1] / "results.json").write_text("{")
+  for result, expected in ((unwritable, "error: cannot write the merged"),
+                           (merge(tmp_path / "damaged", *shards), f"error: {shards[1] / 'results.json'} is damaged"),
+                           (merge(tmp_path / "none"), "error: give the workdirs")):
+    assert result.returncode != 0 and "Traceback" not in result.stderr and last_line(result).startswith(expected)
 
 
 def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
