@@ -429,10 +429,18 @@ class Run:
         logging.error("every member diverged by step %d; stopping. Lower the learning rate(s) or set gradient"
                       " clipping.", step)
         break
-    self.stop.restore()  # Ctrl-C during the final evaluation stops at once
+    if self.stop.requested:  # a signal during the last block
+      self.stop.stop(self.checkpointer, self.writer, step, state)
     self.checkpointer.save(step, state)
     self.state, self.last_step = state, step
     return state
+
+  def check_stop(self) -> None:
+    """After training (the final evaluation): raises Interrupted if SIGINT / SIGTERM arrived; the trained
+    model's checkpoint is saved, so a rerun evaluates it again."""
+    if self.stop.requested:
+      self.close()
+      raise common.Interrupted(self.stop.signum, self.last_step)
 
   def _log(self, first: int, last: int, metrics: dict, alive: np.ndarray, every: int):
     steps = [s for s in range(first, last + 1) if (every and s % every == 0) or s == self.trainer.task.num_steps]
@@ -454,6 +462,7 @@ class Run:
   def close(self) -> None:
     self.writer.close()
     self.checkpointer.close()
+    self.stop.restore()
 
 
 def describe(values: np.ndarray) -> str:

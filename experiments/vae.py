@@ -238,6 +238,7 @@ class Evaluator:
     self.task, self.trainer = task, trainer
     self._iwae = {}
     self._measure = {}
+    self.check_stop = lambda: None  # between eval batches: raise to stop (Run.check_stop)
 
   def nll(self, state, images: np.ndarray, salt: int, num_samples: int, label: str = "",
           member: int | None = None) -> np.ndarray:
@@ -260,6 +261,7 @@ class Evaluator:
     total = np.zeros(count)
     t0 = last_report = time.perf_counter()
     for start in range(0, len(images), size):
+      self.check_stop()
       x = jnp.asarray(images[start : start + size], jnp.float32)
       bounds = iwae(members, seeds, x, jnp.asarray(salt, jnp.int32), jnp.asarray(start, jnp.int32))
       total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
@@ -394,6 +396,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   measure_every = math.gcd(config.variance_every, config.mse_every)
   hooks = [population.Hook(measure_every, measure), population.Hook(config.eval_every, periodic_eval, False)]
   state = run.train(hooks)
+  evaluator.check_stop = run.check_stop  # SIGINT / SIGTERM during the final evaluation: stop cleanly
   t0 = time.perf_counter()
   reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0

@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -407,3 +408,35 @@ def test_damaged_or_missing_workdir_files(tmp_path):
   last = refused.stderr.strip().splitlines()[-1]
   assert refused.returncode != 0 and "Traceback" not in refused.stderr
   assert last.startswith(f"error: --workdir {tmp_path} holds a run") and "missing or damaged" in last
+
+
+def test_a_signal_in_the_last_block_or_the_final_evaluation_stops_cleanly(tmp_path):
+  """SIGTERM during the last training block is honoured (not ignored into the final evaluation);
+  SIGINT during the final evaluation stops with the one line (no segfault); a rerun finishes."""
+  quiet = (*TINY, "estimator=st_gs", "num_steps=300", "steps_per_call=300", "checkpoint_every=0", "eval_every=0",
+           "variance_every=0", "mse_every=0", "log_every=300")
+
+  def interrupt(signum, wait_for, *overrides):
+    log = tmp_path / f"log{signum}.txt"
+    with open(log, "w") as stderr:
+      process = subprocess.Popen(
+          [sys.executable, "-m", "experiments.main", f"--config={ROOT / 'configs/vae_16ary.py'}", f"--workdir={tmp_path / 'run'}",
+           *[f"--config.{o}" for o in (*quiet, *overrides)]], cwd=ROOT, stderr=stderr, stdout=subprocess.DEVNULL)
+      deadline = time.time() + 120
+      while wait_for not in log.read_text() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.05)
+      process.send_signal(signum)
+      process.wait(timeout=120)
+    return process.returncode, log.read_text()
+
+  code, text = interrupt(signal.SIGTERM, "steps 1..300")
+  assert code == 143 and text.strip().splitlines()[-1].startswith("interrupted: stopped by SIGTERM at step 300")
+  assert (tmp_path / "run" / "checkpoints" / "300").is_dir() and not (tmp_path / "run" / "results.json").exists()
+  # Many short evaluation batches: a signal is seen between batches.
+  code, text = interrupt(signal.SIGINT, "final evaluation:", "num_eval_samples=5000", "eval_batch_size=1",
+                         "iwae_chunk_size=100")
+  assert code == 130 and "Fatal Python error" not in text and "Traceback" not in text
+  assert text.strip().splitlines()[-1].startswith("interrupted: stopped by SIGINT at step 300")
+  assert not (tmp_path / "run" / "results.json").exists()
+  run_main("configs/vae_16ary.py", tmp_path / "run", *quiet)
+  assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 300
