@@ -336,6 +336,9 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   saved_path = path / "config.json"
   new = _as_json(config.to_dict())
   saved = _saved_config(path)
+  if saved is not None and saved.get("experiment") != new.get("experiment"):
+    raise ConfigError(f"--workdir {path} holds a {saved.get('experiment')} run, and this config is a"
+                      f" {new.get('experiment')} run: use another --workdir.")
   if saved is not None:
     saved = flatten(saved)
     new = flatten(new)

@@ -169,6 +169,9 @@ def test_restart_with_another_config_is_refused_and_a_finished_run_is_not_redone
   assert last.startswith("error: --workdir") and "estimator (saved 'st_gs', now 'gr_mc10')" in last
   assert "tau (saved 0.5, now 0.3)" in last and "num_steps (saved 2, now 1)" in last
   assert json.loads((tmp_path / "config.json").read_text())["estimator"] == "st_gs"
+  listops_run = run_main("configs/listops_L10.py", tmp_path, "dataset=synthetic", check=False)
+  assert listops_run.stderr.strip().splitlines()[-1] == (f"error: --workdir {tmp_path} holds a vae run, and this"
+                                                          " config is a listops run: use another --workdir.")
   # vmap and lax.map give different float32 numbers (the order of the arithmetic): not safe to change.
   vectorized = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=3", "estimator=st_gs",
                         "population.vectorize=vmap", check=False)
