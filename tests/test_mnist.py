@@ -172,3 +172,16 @@ def test_a_bad_npz_container_is_one_error_naming_the_file(tmp_path, damage):
     np.savez(path, train=np.array([{"a": 1}], dtype=object), valid=np.zeros((2, 784)), test=np.zeros((2, 784)))
   with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(path))} is not a readable npz"):
     mnist.load(str(tmp_path), download=False)
+
+
+def test_an_empty_data_dir_that_falls_back_says_so(tmp_path, monkeypatch, caplog):
+  root = tmp_path / "root"
+  (root / "binarized_mnist").mkdir(parents=True)
+  np.savez(root / "binarized_mnist" / mnist.NPZ_NAME, **_fake_splits(np.random.default_rng(0)))
+  (tmp_path / "empty").mkdir()
+  monkeypatch.setenv(mnist.DATA_ROOT_VARIABLE, str(root))
+  with caplog.at_level("INFO"):
+    mnist.load(str(tmp_path / "empty"), download=False)
+  messages = [r.getMessage() for r in caplog.records]
+  assert f"data_dir {tmp_path / 'empty'} holds no binarized MNIST; using the copy in {root / 'binarized_mnist'}" in messages
+  assert f"binarized MNIST loaded from {root / 'binarized_mnist'}" in messages

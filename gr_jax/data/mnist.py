@@ -195,6 +195,9 @@ def load(
     looked.append(str(directory))
     found = _from_dir(directory)
     if found is not None:
+      if data_dir and directory != candidates[0]:
+        logging.warning("data_dir %s holds no binarized MNIST; using the copy in %s", data_dir, directory)
+      logging.info("binarized MNIST loaded from %s", directory)
       return found
   errors = []
   if download:
