@@ -1,0 +1,102 @@
+r"""Single-evaluation gradient estimators for categorical random variables.
+
+Every estimator is a pure function of ``(key, logits, ...)``: the categories lie
+on the last axis of ``logits``, any leading batch shape is allowed, and the
+functions compose with ``jax.jit``, ``jax.vmap`` and ``jax.grad``. The
+straight-through estimators (``straight_through``, ``st_gumbel_softmax``,
+``gumbel_rao``) return an exact one-hot sample in the forward pass (every entry
+is exactly 0 or 1) and replace only its backward pass, through
+``jax.custom_vjp``.
+
+Notation (Paulus, Maddison & Krause, "Rao-Blackwellizing the Straight-Through
+Gumbel-Softmax Gradient Estimator", ICLR 2021): :math:`\theta` are the logits,
+:math:`G` i.i.d. standard Gumbels, :math:`D = \mathrm{onehot}(\arg\max(\theta
++ G))` the sample, and :math:`\mathrm{softmax}_\tau(x) = \mathrm{softmax}(x /
+\tau)`. For an upstream cotangent :math:`g = \partial f / \partial D` the
+vector-Jacobian product of the tempered softmax at a point with value :math:`s`
+is
+
+.. math::
+  g^\top \frac{d\, \mathrm{softmax}_\tau(x)}{d x} = \frac{1}{\tau}\,
+  s \odot (g - \langle g, s \rangle),
+
+which every estimator here uses: no :math:`n \times n` Jacobian is formed.
+
+Conventions shared by every estimator:
+
+* **Common random numbers.** With the same key, every one-hot estimator samples
+  the same ``D = onehot(argmax(logits + G))``, with ``G`` drawn as
+  ``jax.random.gumbel(key, logits.shape)`` (in float32 for low-precision
+  logits); ``gumbel_softmax`` relaxes the same ``G``. Randomness that a
+  backward pass needs is drawn from ``jax.random.fold_in(key, 1)``.
+* **Temperature.** ``tau`` is a number > 0 or an array of them broadcastable to
+  ``logits.shape[:-1] + (1,)`` (one temperature per variable); it may be
+  traced (annealing). Concrete values are checked.
+* **Masks.** ``-inf`` logits mark impossible categories: they are never sampled
+  and receive exactly zero gradient.
+* **Degenerate rows.** A row of logits that defines no distribution (a NaN
+  entry, a ``+inf`` entry, or every entry ``-inf``) gives a sample row of NaN
+  (all entries) and NaN gradients for that row, so that the problem shows in the
+  loss rather than only in the gradients; other rows are unaffected.
+* **Second derivatives.** The backward pass of ST and ST-GS is the derivative of
+  their surrogate (the tempered softmax at :math:`\theta` or :math:`\theta +
+  G`, with :math:`G` held fixed), and differentiating it again gives that
+  surrogate's second derivative. Differentiating the backward pass of
+  ``gumbel_rao`` raises a ``ValueError``: it regenerates its conditional samples
+  inside a custom batching rule that JAX cannot differentiate, and
+  differentiating through the conditional reparameterization would give the
+  total-derivative estimator the paper's Appendix A rejects.
+
+The package keeps one private module per family (``_straight_through``:
+ST, GS, ST-GS; ``_gumbel_rao``: GR-MCK, GR-QMC, GR-exact; ``_deterministic``:
+ZGR, ReinMax, GST; ``_score_function``: REINFORCE) over ``_core`` (checks, the
+Gumbel-max sample, the softmax VJP, the one-hot ``custom_vjp`` wrapper, which
+every one-hot estimator goes through), and ``_registry`` (names to
+estimators). This module is the public face: import from here.
+"""
+
+from gr_jax.estimators._core import Array
+from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
+from gr_jax.estimators._gumbel_rao import (
+    CHUNK_ELEMENTS,
+    conditional_gumbel,
+    gumbel_rao,
+    gumbel_rao_exact,
+    gumbel_rao_qmc,
+    lattice_points,
+    max_chunk_elements,
+)
+from gr_jax.estimators._registry import VALID_NAMES, Estimator, get
+from gr_jax.estimators._score_function import (
+    BaselineState,
+    RunningMeanBaseline,
+    categorical_log_prob,
+    reinforce,
+    score_function_surrogate,
+)
+from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
+
+__all__ = [
+    "Array",
+    "BaselineState",
+    "CHUNK_ELEMENTS",
+    "Estimator",
+    "RunningMeanBaseline",
+    "VALID_NAMES",
+    "categorical_log_prob",
+    "conditional_gumbel",
+    "gapped_straight_through",
+    "get",
+    "gumbel_rao",
+    "gumbel_rao_exact",
+    "gumbel_rao_qmc",
+    "gumbel_softmax",
+    "lattice_points",
+    "max_chunk_elements",
+    "reinforce",
+    "reinmax",
+    "score_function_surrogate",
+    "st_gumbel_softmax",
+    "straight_through",
+    "zgr",
+]

@@ -1,0 +1,193 @@
+r"""Argument checks and the pieces every estimator shares: the Gumbel-max sample,
+degenerate rows, the tempered-softmax VJP, the one-hot ``custom_vjp`` wrapper.
+
+Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+# ---------------------------------------------------------------------------
+# Argument checks (run at trace time, on static or concrete values only).
+# ---------------------------------------------------------------------------
+
+
+def _concrete(x) -> np.ndarray | None:
+  """The value of ``x`` as a numpy array, or None when it is traced."""
+  try:
+    return np.asarray(x)
+  except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+    return None
+
+
+def _check_logits(logits: Array) -> None:
+  if not hasattr(logits, "dtype") or not jnp.issubdtype(logits.dtype, jnp.floating):
+    raise ValueError(
+        "logits must be a floating-point array (float32, bfloat16, float16 or"
+        f" float64); got dtype {getattr(logits, 'dtype', type(logits))}."
+    )
+  if logits.ndim < 1 or logits.shape[-1] < 1:
+    raise ValueError(
+        "logits must have at least one axis with the categories on the last"
+        f" axis; got shape {logits.shape}."
+    )
+
+
+def _check_tau(tau: Any, logits: Array):
+  """tau as a number or an array broadcastable to logits.shape[:-1] + (1,).
+
+  Raises ValueError for a wrong shape, and for concrete values that are not
+  finite and > 0. Returns tau in the compute dtype of logits (a Python number
+  stays one).
+  """
+  variable_shape = logits.shape[:-1] + (1,)
+  try:
+    dtype = jnp.result_type(tau)
+  except TypeError:
+    dtype = None
+  if isinstance(tau, bool) or dtype is None or not jnp.issubdtype(dtype, jnp.number):
+    raise ValueError(f"tau must be a real number > 0 or an array of them; got {tau!r}.")
+  shape = np.shape(tau)
+  try:
+    fits = np.broadcast_shapes(shape, variable_shape) == variable_shape
+  except ValueError:
+    fits = False
+  if not fits:
+    raise ValueError(
+        "tau must be a scalar or an array broadcastable to logits.shape[:-1] + (1,)"
+        f" = {variable_shape} (one temperature per variable); got shape {shape}."
+    )
+  value = _concrete(tau)
+  if value is not None and not np.all(np.isfinite(value) & (value > 0)):
+    bad = value.flat[np.argmin(np.isfinite(value.ravel()) & (value.ravel() > 0))]
+    raise ValueError(f"tau must be finite and > 0; got tau={bad!r}.")
+  if isinstance(tau, (int, float)):
+    return tau
+  return jnp.asarray(tau, _compute_dtype(logits.dtype))
+
+
+def _check_num_samples(num_samples: Any) -> None:
+  if (
+      isinstance(num_samples, bool)
+      or not isinstance(num_samples, int)
+      or num_samples < 1
+  ):
+    raise ValueError(
+        "num_samples must be a Python int >= 1 (it sets array shapes); got"
+        f" num_samples={num_samples!r}."
+    )
+
+
+def _check_one_hot(logits: Array, sample: Array) -> None:
+  """sample must have logits' shape and, where concrete, one-hot (or all-NaN) rows."""
+  if getattr(sample, "shape", None) != logits.shape:
+    raise ValueError(
+        "sample must be a one-hot array with the shape of logits"
+        f" {logits.shape}; got shape {getattr(sample, 'shape', None)}."
+    )
+  value = _concrete(sample)
+  if value is None:
+    return
+  value = value.astype(np.float64).reshape(-1, logits.shape[-1])
+  nan_rows = np.isnan(value).all(-1)
+  one_hot_rows = np.isin(value, (0.0, 1.0)).all(-1) & (value.sum(-1) == 1.0)
+  bad = ~(one_hot_rows | nan_rows)
+  if bad.any():
+    row = int(np.argmax(bad))
+    raise ValueError(
+        "sample must be one-hot (entries 0 or 1, one 1 per row; a soft or relaxed"
+        f" sample is not allowed); row {row} of the flattened sample is"
+        f" {value[row].tolist()}."
+    )
+
+
+def _compute_dtype(dtype) -> jnp.dtype:
+  """Low-precision logits are processed in float32; float64 stays float64."""
+  return jnp.promote_types(dtype, jnp.float32)
+
+
+def _typed_key(key: Array) -> Array:
+  """A new-style typed key (raw uint32 keys are wrapped), for batching rules."""
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return key
+  return jax.random.wrap_key_data(key)
+
+
+# ---------------------------------------------------------------------------
+# Shared pieces: the Gumbel-max sample, degenerate rows, the softmax VJP.
+# ---------------------------------------------------------------------------
+
+
+def _invalid_rows(logits: Array) -> Array:
+  """``[..., 1]`` True where a row defines no distribution (NaN, +inf, all -inf)."""
+  bad_entry = jnp.isnan(logits) | jnp.isposinf(logits)
+  return (jnp.any(bad_entry, axis=-1) | jnp.all(jnp.isneginf(logits), axis=-1))[..., None]
+
+
+def _perturbed_logits(key: Array, logits: Array) -> Array:
+  """logits + G with G = jax.random.gumbel(key, logits.shape), in the compute dtype."""
+  dtype = _compute_dtype(logits.dtype)
+  return logits.astype(dtype) + jax.random.gumbel(key, logits.shape, dtype)
+
+
+def _gumbel_max(key: Array, logits: Array) -> tuple[Array, Array]:
+  """(logits + G, the one-hot argmax in logits' dtype, NaN rows where invalid)."""
+  perturbed = _perturbed_logits(key, logits)
+  # The first maximal index, as jnp.argmax, from a max and a min: on CPU, XLA
+  # fuses the random number generation into argmax's variadic reduction and
+  # runs it 2.4x slower than these two reductions (scripts/bench_estimators.py).
+  categories = jnp.arange(logits.shape[-1])
+  is_max = perturbed == jnp.max(perturbed, axis=-1, keepdims=True)
+  first = jnp.min(jnp.where(is_max, categories, logits.shape[-1]), axis=-1, keepdims=True)
+  sample = (categories == first).astype(logits.dtype)
+  return perturbed, jnp.where(_invalid_rows(logits), jnp.nan, sample).astype(logits.dtype)
+
+
+def _softmax_vjp(probs: Array, cotangent: Array, tau) -> Array:
+  """g^T d softmax_tau(x)/dx for softmax_tau(x) = probs: probs*(g - <g,probs>)/tau."""
+  inner = jnp.sum(cotangent * probs, axis=-1, keepdims=True)
+  return probs * (cotangent - inner) / tau
+
+
+def _finish_grad(logits: Array, grad: Array) -> Array:
+  """Zero at -inf logits (also covering 0 * inf), NaN on invalid rows, logits' dtype."""
+  grad = jnp.where(jnp.isneginf(logits), 0.0, grad)
+  return jnp.where(_invalid_rows(logits), jnp.nan, grad).astype(logits.dtype)
+
+
+def _one_hot_estimator(backward):
+  """A custom_vjp estimator: the Gumbel-max sample forward, ``backward`` behind it.
+
+  ``backward(key, logits, sample, cotangent, tau, *options)`` gets the
+  estimator's key, the logits, sample and cotangent in the compute dtype and
+  the static ``options`` tuple, and returns the gradient with respect to the
+  logits; masks and degenerate rows are handled here.
+  """
+
+  @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+  def estimator(key, logits, tau, options):
+    return _gumbel_max(key, logits)[1]
+
+  def forward(key, logits, tau, options):
+    sample = _gumbel_max(key, logits)[1]
+    return sample, (key, logits, sample, tau)
+
+  def backward_rule(options, residuals, cotangent):
+    key, logits, sample, tau = residuals
+    dtype = _compute_dtype(logits.dtype)
+    grad = backward(
+        key, logits.astype(dtype), sample.astype(dtype), cotangent.astype(dtype), tau, *options
+    )
+    return None, _finish_grad(logits, grad), None
+
+  estimator.defvjp(forward, backward_rule)
+  return estimator
