@@ -31,6 +31,11 @@ class ConfigError(ValueError):
   """An invalid config value; the message names the field and the allowed values."""
 
 
+def is_number(value: Any) -> bool:
+  """An int or float, not a bool."""
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def require(condition: bool, field: str, allowed: str, value: Any) -> None:
   """Raises ConfigError('config.FIELD must be ALLOWED; got VALUE') unless condition."""
   if not condition:

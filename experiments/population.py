@@ -93,10 +93,6 @@ _ALLOWED = {
 }
 
 
-def _number(value: Any) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
   """Checks ``config.population`` and ``steps_per_call`` (ConfigError names the field)."""
   pop = config.population
@@ -118,7 +114,7 @@ def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
     common.require(field in hyperparameters, f"population.{field}",
                    f"empty: this experiment's hyperparameters are {tuple(hyperparameters)}", values)
     allowed, test = _ALLOWED[field]
-    common.require(all(_number(v) and test(v) for v in values), f"population.{field}", f"a list of {allowed}s",
+    common.require(all(common.is_number(v) and test(v) for v in values), f"population.{field}", f"a list of {allowed}s",
                    values)
   if pop.search == "lists":
     lists = [tuple(pop[f]) for f in (*HYPERPARAMETERS, "seed")]

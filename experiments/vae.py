@@ -53,7 +53,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require(config.decoder_output_bias in OUTPUT_BIASES, "decoder_output_bias", f"one of {OUTPUT_BIASES}",
                  config.decoder_output_bias)
   common.require(config.center_inputs in CENTERINGS, "center_inputs", f"one of {CENTERINGS}", config.center_inputs)
-  common.require(_number(config.centering_decay) and 0 <= config.centering_decay < 1, "centering_decay",
+  common.require(common.is_number(config.centering_decay) and 0 <= config.centering_decay < 1, "centering_decay",
                  "a number in [0, 1)", config.centering_decay)
   for field, allowed in (("activation", vae.ACTIVATIONS), ("kernel_init", vae.KERNEL_INITS), ("prior", vae.PRIORS)):
     common.require(config[field] in allowed, field, f"one of {tuple(allowed)}", config[field])
@@ -66,10 +66,6 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
                  "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
   return estimator
-
-
-def _number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
