@@ -49,3 +49,30 @@ def test_plot_script_says_when_nothing_matches(tmp_path):
   result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_variance.py"), f"--runs={tmp_path}/*"],
                           capture_output=True, text=True, cwd=ROOT)
   assert result.returncode != 0 and "no run directory" in result.stderr
+
+
+def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
+  """A population of 2 learning rates x 2 seeds, written by hand: member 3 diverges at step 500
+  (a null training loss) after one evaluation; the table reports each member's best-while-alive
+  test accuracy (the earliest best validation) and its last evaluation."""
+  run = tmp_path / "pop"
+  run.mkdir()
+  config = {"estimator": "st_gs", "tau": 0.01, "seed": 0, "learning_rate": 0.1,
+            "population": {"learning_rate": [0.1, 0.5], "seed": [0, 1]}}
+  (run / "config.json").write_text(json.dumps(config))
+  lines = []
+  for step, valid, test in ((400, [0.5, 0.6, 0.4, 0.3], [0.55, 0.65, 0.45, 0.35]),
+                            (800, [0.5, 0.7, 0.4, 0.9], [0.60, 0.75, 0.40, 0.10])):
+    for member in range(4):
+      loss = None if member == 3 and step == 800 else 1.0
+      lines.append({"step": step - 300, "split": "train", "member": member, "loss": loss})
+      lines.append({"step": step, "split": "valid", "member": member, "accuracy": valid[member]})
+      lines.append({"step": step, "split": "test", "member": member, "accuracy": test[member]})
+  (run / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+  out, table = tmp_path / "members.png", tmp_path / "members.md"
+  subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_members.py"), f"--runs={run}", f"--out={out}",
+                  f"--table={table}"], check=True, capture_output=True, cwd=ROOT)
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  rows = table.read_text().splitlines()
+  assert rows[4] == "| 0.1 | 65.0 ± 14.1 | 55.0, 75.0 | 60.0, 75.0 | -, - |"
+  assert rows[5] == "| 0.5 | 40.0 ± 7.1 | 45.0, 35.0 | 40.0, 10.0 | -, 500 |"
