@@ -185,3 +185,12 @@ def test_an_empty_data_dir_that_falls_back_says_so(tmp_path, monkeypatch, caplog
   messages = [r.getMessage() for r in caplog.records]
   assert f"data_dir {tmp_path / 'empty'} holds no binarized MNIST; using the copy in {root / 'binarized_mnist'}" in messages
   assert f"binarized MNIST loaded from {root / 'binarized_mnist'}" in messages
+
+
+def test_a_readable_npz_with_bad_pixels_keeps_its_own_message(tmp_path):
+  """The container check must not swallow the pixel and split checks' messages (InvalidDataError is a ValueError)."""
+  splits = {s: np.zeros((2, 784), np.uint8) for s in mnist.SPLITS}
+  splits["train"][0, 0] = 2
+  np.savez(tmp_path / mnist.NPZ_NAME, **splits)
+  with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(tmp_path / mnist.NPZ_NAME))}, split 'train': pixels"):
+    mnist.load(str(tmp_path), download=False)

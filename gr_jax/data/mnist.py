@@ -71,6 +71,8 @@ def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
         if missing:
           raise InvalidDataError(f"{npz} lacks the splits {missing}; it must hold {list(SPLITS)}.")
         return {s: _check(np.asarray(f[s]), f"{npz}, split {s!r}") for s in SPLITS}
+    except InvalidDataError:  # a readable npz holding the wrong arrays: its own message
+      raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # not an npz, truncated, object arrays
       raise InvalidDataError(f"{npz} is not a readable npz of uint8 arrays ({type(e).__name__}: {e}); replace it"
                              f" with a copy holding {list(SPLITS)}.") from None
