@@ -163,14 +163,6 @@ def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
   write_text_atomic(path, json.dumps(strict_json(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-def _is_json(line: str) -> bool:
-  try:
-    json.loads(line)
-  except json.JSONDecodeError:
-    return False
-  return True
-
-
 class MetricsWriter:
   """Appends ``{"step": s, "split": name, ["member": i,] metric: value, ...}`` lines to metrics.jsonl.
 
@@ -196,15 +188,17 @@ class MetricsWriter:
     run logs them again, identically, and an extended run evaluates at its new end."""
     self._file.close()
     lines = [line for line in (self.path.read_text().splitlines() if self.path.exists() else []) if line.strip()]
-    if lines and not _is_json(lines[-1]):
-      # What a crash or a full disk leaves: a line cut off mid-write.
-      logging.warning("dropping a partial last line of %s: %r", self.path, lines[-1][:80])
-      lines.pop()
-    damaged = [(number, line) for number, line in enumerate(lines, 1) if not _is_json(line)]
-    for number, line in damaged:
-      logging.warning("dropping a damaged line %d of %s: %r", number, self.path, line[:80])
-    lines = [line for line in lines if _is_json(line)]
-    kept = [line for line in lines if (record := json.loads(line))["step"] <= step and not record.get("final")]
+    kept = []
+    for number, line in enumerate(lines, 1):
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        # A crash or a full disk leaves a last line cut off mid-write; elsewhere the file was damaged.
+        what = "a partial last line" if number == len(lines) else f"a damaged line {number}"
+        logging.warning("dropping %s of %s: %r", what, self.path, line[:80])
+        continue
+      if record["step"] <= step and not record.get("final"):
+        kept.append(line)
     write_text_atomic(self.path, "".join(line + "\n" for line in kept))
     self._file = open(self.path, "a")
 
@@ -339,7 +333,7 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   path.mkdir(parents=True, exist_ok=True)
   lock_workdir(path)
   saved_path = path / "config.json"
-  new = _as_json(config.to_dict())
+  record = new = _as_json(config.to_dict())
   saved = _saved_config(path)
   if saved is not None and saved.get("experiment") != new.get("experiment"):
     raise ConfigError(f"--workdir {path} holds a {saved.get('experiment')} run, and this config is a"
@@ -359,8 +353,8 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
           " --workdir, or change only fields that are safe to change (logging and evaluation"
           " intervals, data paths; num_steps / num_epochs may grow)."
       )
-  write_json_atomic(saved_path, _as_json(config.to_dict()))
-  write_json_atomic(path / CONFIG_BACKUP, _as_json(config.to_dict()))
+  write_json_atomic(saved_path, record)
+  write_json_atomic(path / CONFIG_BACKUP, record)
   return path
 
 

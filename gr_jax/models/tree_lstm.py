@@ -27,8 +27,9 @@ composition layer and the classifier's hidden layer Kaiming-normal (std
 sqrt(2 / fan_in), as PyTorch's ``kaiming_normal``); the classifier's output
 layer uniform in +-0.002 (``snli/model.py``; the SST model draws +-0.005 and
 then overwrites it with Kaiming-normal); the composition query N(0, 0.01^2);
-every bias 0. ``"flax"`` names Flax's defaults (and an orthogonal composition
-layer), the initialization used before.
+every bias 0. ``lecun_normal``, ``flax_embed`` and ``orthogonal`` are Flax's
+defaults and the orthogonal composition layer used before
+(``configs/listops_flax_init.py``).
 """
 
 from __future__ import annotations
@@ -44,10 +45,15 @@ from flax import nnx
 SelectFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
+def _symmetric_uniform(scale: float):
+  """U(-scale, scale), as PyTorch's ``init.uniform(w, -scale, scale)``."""
+  return lambda key, shape, dtype=jnp.float32: nnx.initializers.uniform(2 * scale)(key, shape, dtype) - scale
+
+
 INITIALIZERS = {
     "normal_0.01": nnx.initializers.normal(0.01),
     "kaiming_normal": nnx.initializers.variance_scaling(2.0, "fan_in", "normal"),
-    "uniform_0.002": nnx.initializers.uniform(0.004),  # shifted to [-0.002, 0.002) below
+    "uniform_0.002": _symmetric_uniform(0.002),
     "orthogonal": nnx.initializers.orthogonal(),
     "lecun_normal": nnx.initializers.lecun_normal(),
     # nnx.Embed's default: variance scaling 1.0, fan-in over the features, normal.
@@ -59,8 +65,6 @@ def initializer(name: str):
   """The named initializer (a key of INITIALIZERS), or ValueError naming the allowed ones."""
   if name not in INITIALIZERS:
     raise ValueError(f"initializer must be one of {sorted(INITIALIZERS)}; got {name!r}.")
-  if name == "uniform_0.002":
-    return lambda key, shape, dtype=jnp.float32: INITIALIZERS[name](key, shape, dtype) - 0.002
   return INITIALIZERS[name]
 
 
