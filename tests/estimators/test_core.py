@@ -1,0 +1,34 @@
+"""Argument checks shared by every estimator (gr_jax/estimators/_core.py)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gr_jax import estimators
+
+
+def test_errors_are_raised_at_trace_time_under_jit():
+  with pytest.raises(ValueError, match="tau"):
+    jax.jit(lambda t: estimators.st_gumbel_softmax(jax.random.key(0), t, tau=-0.5))(jnp.zeros(3))
+
+
+def test_sample_shape_mismatch():
+  with pytest.raises(ValueError, match="sample"):
+    estimators.conditional_gumbel(jax.random.key(0), jnp.zeros((2, 3)), jnp.zeros(3), 4)
+  with pytest.raises(ValueError, match="sample"):
+    estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.zeros((2, 4)))
+
+
+def test_soft_samples_are_rejected_where_concrete():
+  logits = jnp.zeros(3)
+  soft = jnp.array([0.2, 0.3, 0.5])
+  with pytest.raises(ValueError, match="one-hot"):
+    estimators.conditional_gumbel(jax.random.key(0), logits, soft, 4)
+  with pytest.raises(ValueError, match="one-hot"):
+    estimators.categorical_log_prob(logits, soft)
+  with pytest.raises(ValueError, match="one-hot"):
+    estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0]]))
+  # All-NaN rows (the sample of a degenerate row) and traced samples pass.
+  estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.array([[0.0, 1.0, 0.0], [np.nan] * 3]))
+  jax.jit(estimators.categorical_log_prob)(logits, soft)
