@@ -30,8 +30,8 @@ def listops_config(max_length: int) -> ml_collections.ConfigDict:
   config.compose_init = "kaiming_normal"
   config.classifier_init = "kaiming_normal"
   config.output_init = "uniform_0.002"
-  # Estimator of the merge decisions: a straight-through one (st, st_gs, gr_mc<K>,
-  # gr_qmc<K>, zgr, reinmax, gst, gst_p).
+  # Estimator of the merge decisions: a straight-through one
+  # (gr_jax.estimators.name_patterns(straight_through=True)).
   config.estimator = "gr_mc10"
   config.tau = 0.1
   # Temperature schedule: "constant", or "exponential" decay to a floor,

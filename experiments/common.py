@@ -74,7 +74,7 @@ def check_estimator(config: ConfigDict, *, straight_through_only: bool = False,
   if straight_through_only and not estimator.straight_through:
     raise ConfigError(
         "config.estimator must be a straight-through estimator (one-hot forward, custom"
-        f" backward: st, st_gs, gr_mc<K>, gr_qmc<K>, zgr, reinmax, gst, gst_p) for this"
+        f" backward: {', '.join(estimators.name_patterns(straight_through=True))}) for this"
         f" experiment; got {name!r}."
     )
   if estimator.binary_only and num_categories != 2:

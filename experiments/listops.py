@@ -1,8 +1,8 @@
 """Unsupervised parsing on ListOps with a Gumbel Tree-LSTM (Paulus et al. 2021, Table 1).
 
 The merge decisions are discrete and the loss is computed on the tree they
-build, so only straight-through estimators apply (``Estimator.straight_through``:
-st, st_gs, gr_mc<K>, gr_qmc<K>, zgr, reinmax, gst, gst_p).
+build, so only straight-through estimators apply
+(``gr_jax.estimators.names(straight_through=True)``).
 Plain SGD, weight decay 1e-4, batch size = maximum length L, a fixed number of
 epochs; after every epoch the validation and test accuracies are measured
 (greedy merges), and the test accuracy at the best validation epoch is the

@@ -37,7 +37,6 @@ _CHUNK_SWEEP = flags.DEFINE_boolean("chunk_sweep", False, "Time GR-MC1000 at sev
 _INNER_DRAWS = flags.DEFINE_integer("inner_draws", 4000, "Draws for the inner-variance rows (0 = skip).")
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
-_DETERMINISTIC = ("zgr", "reinmax", "gst", "gst_p")
 
 
 def _forward_backward(estimator_fn):
@@ -146,7 +145,7 @@ def main(argv):
     floor_ms = softmax_ms + median_ms(_rng_floor(logits.size), key, repeats=repeats_small)
     _row(batch, "st_gs", stgs_ms, floor_ms, "floor (softmax + its uniforms)",
          f"; {stgs_ms / softmax_ms:.2f}x softmax")
-    for name in _DETERMINISTIC:
+    for name in estimators.names(family="deterministic"):
       _row(batch, name, median_ms(_named(name), *args, repeats=repeats_small), stgs_ms, "st_gs")
     for k in map(int, _KS.value):
       # Seconds-long CPU rows get fewer repeats; accelerator rows are fast.

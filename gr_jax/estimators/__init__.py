@@ -66,7 +66,7 @@ from gr_jax.estimators._gumbel_rao import (
     lattice_points,
     max_chunk_elements,
 )
-from gr_jax.estimators._registry import VALID_NAMES, Estimator, get
+from gr_jax.estimators._registry import FAMILIES, VALID_NAMES, Estimator, get, name_patterns, names
 from gr_jax.estimators._score_function import (
     BaselineState,
     RunningMeanBaseline,
@@ -81,6 +81,7 @@ __all__ = [
     "BaselineState",
     "CHUNK_ELEMENTS",
     "Estimator",
+    "FAMILIES",
     "RunningMeanBaseline",
     "VALID_NAMES",
     "categorical_log_prob",
@@ -93,6 +94,8 @@ __all__ = [
     "gumbel_softmax",
     "lattice_points",
     "max_chunk_elements",
+    "name_patterns",
+    "names",
     "reinforce",
     "reinmax",
     "score_function_surrogate",

@@ -1,4 +1,8 @@
-r"""Estimators by config name: :class:`Estimator`, :data:`VALID_NAMES`, :func:`get`.
+r"""Estimators by config name: :class:`Estimator`, :func:`get`, :func:`names`.
+
+Every list of estimator names in the project (``VALID_NAMES``, error messages,
+scripts' defaults, test parameters, the README's table check) is derived from
+the registry below, so a new estimator is one entry here.
 
 Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 """
@@ -9,17 +13,14 @@ import dataclasses
 import re
 from typing import Any, Callable
 
-
 from gr_jax.estimators._core import Array
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
 from gr_jax.estimators._gumbel_rao import gumbel_rao, gumbel_rao_exact, gumbel_rao_qmc
 from gr_jax.estimators._score_function import reinforce
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
 
-
-# ---------------------------------------------------------------------------
-# Look-up by config name.
-# ---------------------------------------------------------------------------
+# The families, as the package's private modules group them.
+FAMILIES = ("straight_through", "gumbel_rao", "deterministic", "score_function")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +31,9 @@ class Estimator:
   static argument of ``jax.jit`` without retracing.
 
   Attributes:
-    name: the config name (one of ``VALID_NAMES``).
+    name: the config name (one of :func:`names`).
     fn: the estimator function ``(key, logits, *, tau, **options) -> sample``.
+    family: one of ``FAMILIES``.
     options: the keyword arguments fixed by the name, as sorted (key, value)
       pairs (e.g. ``(("num_samples", 100),)`` for "gr_mc100").
     relaxed: True for GS, whose sample is a point of the simplex.
@@ -41,6 +43,7 @@ class Estimator:
 
   name: str
   fn: Callable[..., Array]
+  family: str
   options: tuple[tuple[str, Any], ...] = ()
   relaxed: bool = False
   score_function: bool = False
@@ -60,47 +63,98 @@ class Estimator:
     return self.fn(key, logits, tau=tau, **dict(self.options))
 
 
-VALID_NAMES = (
-    "st",
-    "st_gs",
-    "gs",
-    "gr_mc<K> (K >= 1, e.g. gr_mc100)",
-    "gr_qmc<K> (K >= 1, e.g. gr_qmc100)",
-    "gr_exact (binary variables)",
-    "zgr",
-    "reinmax",
-    "gst",
-    "gst_p",
-    "reinforce",
+_FIXED = (
+    Estimator("st", straight_through, "straight_through"),
+    Estimator("st_gs", st_gumbel_softmax, "straight_through"),
+    Estimator("gs", gumbel_softmax, "straight_through", relaxed=True),
+    Estimator("gr_exact", gumbel_rao_exact, "gumbel_rao", binary_only=True),
+    Estimator("zgr", zgr, "deterministic"),
+    Estimator("reinmax", reinmax, "deterministic"),
+    Estimator("gst", gapped_straight_through, "deterministic", options=(("gap", "1.0"),)),
+    Estimator("gst_p", gapped_straight_through, "deterministic", options=(("gap", "p"),)),
+    Estimator("reinforce", reinforce, "score_function", score_function=True),
+)
+_BY_NAME = {estimator.name: estimator for estimator in _FIXED}
+
+
+@dataclasses.dataclass(frozen=True)
+class _CountedFamily:
+  """Names with a sample count K: ``prefix + K + suffix`` -> ``fn(num_samples=K, **options)``."""
+
+  prefix: str
+  fn: Callable[..., Array]
+  family: str
+  suffix: str = ""
+  options: tuple[tuple[str, Any], ...] = ()
+
+  @property
+  def pattern(self) -> str:
+    return f"{self.prefix}<K>{self.suffix}"
+
+  def name(self, num_samples: int) -> str:
+    return f"{self.prefix}{num_samples}{self.suffix}"
+
+  def match(self, name: str) -> int | None:
+    found = re.fullmatch(f"{self.prefix}([1-9][0-9]*){re.escape(self.suffix)}", name)
+    return int(found.group(1)) if found else None
+
+  def estimator(self, num_samples: int) -> Estimator:
+    options = tuple(sorted((("num_samples", num_samples), *self.options)))
+    return Estimator(self.name(num_samples), self.fn, self.family, options=options)
+
+
+_COUNTED = (
+    _CountedFamily("gr_mc", gumbel_rao, "gumbel_rao"),
+    _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao"),
 )
 
-_ESTIMATORS = {
-    "st": Estimator("st", straight_through),
-    "st_gs": Estimator("st_gs", st_gumbel_softmax),
-    "gs": Estimator("gs", gumbel_softmax, relaxed=True),
-    "gr_exact": Estimator("gr_exact", gumbel_rao_exact, binary_only=True),
-    "zgr": Estimator("zgr", zgr),
-    "reinmax": Estimator("reinmax", reinmax),
-    "gst": Estimator("gst", gapped_straight_through, options=(("gap", "1.0"),)),
-    "gst_p": Estimator("gst_p", gapped_straight_through, options=(("gap", "p"),)),
-    "reinforce": Estimator("reinforce", reinforce, score_function=True),
-}
+# The registry's order: the fixed names with each counted family after "gs".
+_ORDER = ("st", "st_gs", "gs", _COUNTED[0], _COUNTED[1], "gr_exact", "zgr", "reinmax", "gst",
+          "gst_p", "reinforce")
 
-# Names with a sample count: the pattern, the function and its keyword.
-_COUNTED_ESTIMATORS = (
-    (re.compile(r"gr_mc([1-9][0-9]*)"), gumbel_rao, "num_samples"),
-    (re.compile(r"gr_qmc([1-9][0-9]*)"), gumbel_rao_qmc, "num_samples"),
-)
+
+def names(*, num_samples: int = 100, **properties) -> tuple[str, ...]:
+  """The registered names that :func:`get` accepts, in the registry's order.
+
+  Args:
+    num_samples: K in the names of the counted families (``gr_mc<K>`` gives
+      ``f"gr_mc{num_samples}"``).
+    **properties: keep only the estimators whose :class:`Estimator` attribute
+      of that name has that value, e.g. ``names(straight_through=True)``,
+      ``names(family="deterministic")``, ``names(binary_only=False)``.
+
+  Returns:
+    A tuple of names, one per registered estimator (or counted family).
+  """
+  chosen = []
+  for entry in _ORDER:
+    estimator = _BY_NAME[entry] if isinstance(entry, str) else entry.estimator(num_samples)
+    for attribute, value in properties.items():
+      if not hasattr(estimator, attribute):
+        raise ValueError(f"names() got an unknown property {attribute!r}.")
+    if all(getattr(estimator, attribute) == value for attribute, value in properties.items()):
+      chosen.append(estimator.name)
+  return tuple(chosen)
+
+
+def name_patterns(**properties) -> tuple[str, ...]:
+  """As :func:`names`, with the counted families written as patterns (``gr_mc<K>``)."""
+  patterns = {family.name(1): family.pattern for family in _COUNTED}
+  return tuple(patterns.get(name, name) for name in names(num_samples=1, **properties))
+
+
+# Every name get() accepts, with K = 100 in the counted families (all valid names).
+VALID_NAMES = names()
 
 
 def get(name: str) -> Estimator:
   """The estimator for a config name.
 
   Args:
-    name: one of ``VALID_NAMES``: "st", "st_gs", "gs", "gr_mc<K>" (for example
-      "gr_mc100" is :func:`gumbel_rao` with ``num_samples=100``), "gr_qmc<K>"
+    name: "st", "st_gs", "gs", "gr_mc<K>" (for example "gr_mc100" is
+      :func:`gumbel_rao` with ``num_samples=100``), "gr_qmc<K>"
       (:func:`gumbel_rao_qmc`), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
-      "gst_p" (GST-p) or "reinforce".
+      "gst_p" (GST-p) or "reinforce"; :func:`names` lists them.
 
   Returns:
     An :class:`Estimator`; equal names give equal estimators.
@@ -109,12 +163,13 @@ def get(name: str) -> Estimator:
     ValueError: for an unknown name, listing the valid ones.
   """
   if isinstance(name, str):
-    if name in _ESTIMATORS:
-      return _ESTIMATORS[name]
-    for pattern, fn, keyword in _COUNTED_ESTIMATORS:
-      match = pattern.fullmatch(name)
-      if match:
-        return Estimator(name, fn, options=((keyword, int(match.group(1))),))
+    if name in _BY_NAME:
+      return _BY_NAME[name]
+    for family in _COUNTED:
+      num_samples = family.match(name)
+      if num_samples is not None:
+        return family.estimator(num_samples)
   raise ValueError(
-      f"unknown estimator {name!r}; valid names: {', '.join(VALID_NAMES)}."
+      f"unknown estimator {name!r}; valid names: {', '.join(name_patterns())}"
+      " (K >= 1, e.g. gr_mc100)."
   )
