@@ -52,8 +52,7 @@ from gr_jax.data import mnist
 
 _NAMES = flags.DEFINE_list(
     "estimators",
-    ["st", "st_gs", "gs", "gr_mc10", "gr_mc100", "gr_mc1000", "gr_qmc10", "gr_qmc100", "gr_exact",
-     "zgr", "reinmax", "gst", "gst_p", "reinforce"],
+    [*estimators.names(num_samples=10), "gr_mc100", "gr_mc1000", "gr_qmc100"],
     "Estimator names.",
 )
 _TAUS = flags.DEFINE_list("taus", ["0.5", "1.0"], "Temperatures.")

@@ -55,14 +55,16 @@ every one-hot estimator goes through), and ``_registry`` (names to
 estimators). This module is the public face: import from here.
 """
 
-from gr_jax.estimators._core import Array
+from gr_jax.estimators._core import MAX_NUM_SAMPLES, Array
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
 from gr_jax.estimators._gumbel_rao import (
     CHUNK_ELEMENTS,
+    MAX_LATTICE_POINTS,
     conditional_gumbel,
     gumbel_rao,
     gumbel_rao_exact,
     gumbel_rao_qmc,
+    korobov_vector,
     lattice_points,
     max_chunk_elements,
 )
@@ -82,6 +84,8 @@ __all__ = [
     "CHUNK_ELEMENTS",
     "Estimator",
     "FAMILIES",
+    "MAX_LATTICE_POINTS",
+    "MAX_NUM_SAMPLES",
     "RunningMeanBaseline",
     "VALID_NAMES",
     "categorical_log_prob",
@@ -92,6 +96,7 @@ __all__ = [
     "gumbel_rao_exact",
     "gumbel_rao_qmc",
     "gumbel_softmax",
+    "korobov_vector",
     "lattice_points",
     "max_chunk_elements",
     "name_patterns",

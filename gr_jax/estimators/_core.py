@@ -75,15 +75,19 @@ def _check_tau(tau: Any, logits: Array):
   return jnp.asarray(tau, _compute_dtype(logits.dtype))
 
 
-def _check_num_samples(num_samples: Any) -> None:
+# K indexes the backward pass's samples as int32 (fold_in data, the lattice's k).
+MAX_NUM_SAMPLES = 2**31 - 1
+
+
+def _check_num_samples(num_samples: Any, limit: int = MAX_NUM_SAMPLES) -> None:
   if (
       isinstance(num_samples, bool)
       or not isinstance(num_samples, int)
-      or num_samples < 1
+      or not 1 <= num_samples <= limit
   ):
     raise ValueError(
-        "num_samples must be a Python int >= 1 (it sets array shapes); got"
-        f" num_samples={num_samples!r}."
+        f"num_samples must be a Python int in [1, {limit}] (it sets array shapes and"
+        f" indexes samples in int32); got num_samples={num_samples!r}."
     )
 
 
@@ -162,6 +166,23 @@ def _finish_grad(logits: Array, grad: Array) -> Array:
   """Zero at -inf logits (also covering 0 * inf), NaN on invalid rows, logits' dtype."""
   grad = jnp.where(jnp.isneginf(logits), 0.0, grad)
   return jnp.where(_invalid_rows(logits), jnp.nan, grad).astype(logits.dtype)
+
+
+def _first_derivatives_only(fn, name: str):
+  """``fn`` whose derivative raises: for backward passes that define first derivatives only."""
+  guarded = jax.custom_jvp(fn)
+
+  def refuse(primals, tangents):
+    del primals, tangents
+    raise ValueError(
+        f"{name} defines first derivatives only: its backward pass cannot be differentiated"
+        " (jax.grad of jax.grad, jax.hessian, jax.jacfwd of a gradient). Use"
+        " st_gumbel_softmax, whose second derivative is that of softmax_tau(logits + G) at"
+        " fixed G, or stop_gradient the gradient."
+    )
+
+  guarded.defjvp(refuse)
+  return guarded
 
 
 def _one_hot_estimator(backward):

@@ -5,19 +5,16 @@ Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 
 from gr_jax.estimators._core import (
-    Array,
-    _check_logits,
-    _check_tau,
-    _one_hot_estimator,
-    _softmax_vjp,
+  Array,
+  _check_logits,
+  _check_tau,
+  _one_hot_estimator,
+  _softmax_vjp,
 )
-from gr_jax.estimators._straight_through import straight_through
-
 
 # ---------------------------------------------------------------------------
 # ZGR, ReinMax, gapped straight-through: deterministic backward passes.
@@ -30,7 +27,10 @@ def _zgr_backward(key, logits, sample, cotangent, tau):
   mean_cotangent = jnp.sum(cotangent * probs, axis=-1, keepdims=True)  # <g, p>
   sampled_cotangent = jnp.sum(jnp.where(sample.astype(bool), cotangent, 0.0), axis=-1, keepdims=True)
   straight_through = probs * (cotangent - mean_cotangent)
-  darn = (sampled_cotangent - mean_cotangent) * (sample - probs)
+  # DARN's coefficient <g, D - p*> holds p fixed (the surrogate's stop_gradient),
+  # so that the derivative of this backward pass is the surrogate's Hessian.
+  fixed_mean = jnp.sum(cotangent * jax.lax.stop_gradient(probs), axis=-1, keepdims=True)
+  darn = (sampled_cotangent - fixed_mean) * (sample - probs)
   return 0.5 * (straight_through + darn)
 
 
@@ -51,8 +51,10 @@ def zgr(key: Array, logits: Array, *, tau=1.0) -> Array:
       \; g_i = \langle g, D \rangle:
 
   the average of the straight-through and DARN (Gregor et al. 2014)
-  estimators. No temperature and no sampling in the backward pass; unbiased
-  for functions f(D) quadratic in D. ``tau`` is accepted for a uniform
+  estimators: the gradient of the author's surrogate
+  :math:`\tfrac12[\mathrm{softmax}(\theta) + (D - p^*) \log p_i(\theta)]`
+  (:math:`p^*` held fixed). No temperature and no sampling in the backward
+  pass; unbiased for functions f(D) quadratic in D. ``tau`` is accepted for a uniform
   signature (and checked) but not used.
 
   Args:
@@ -68,10 +70,22 @@ def zgr(key: Array, logits: Array, *, tau=1.0) -> Array:
   return _zgr(key, logits, tau, ())
 
 
+def _moving_with_logits(point, logits):
+  """``point`` (on the simplex) with the derivative of softmax(logits + c), c = log(point) - logits held fixed.
+
+  Its value is exactly ``point``; only its derivative in the logits changes, to
+  the one the estimators' surrogates (a perturbation held fixed) define.
+  """
+  shift = jnp.where(jnp.isneginf(logits), 0.0, jnp.log(point) - logits)
+  moving = jax.nn.softmax(logits + jax.lax.stop_gradient(shift), axis=-1)
+  return jax.lax.stop_gradient(point) + (moving - jax.lax.stop_gradient(moving))
+
+
 def _reinmax_backward(key, logits, sample, cotangent, tau):
   del key
   probs = jax.nn.softmax(logits, axis=-1)
   midpoint = 0.5 * (sample + jax.nn.softmax(logits / tau, axis=-1))
+  midpoint = _moving_with_logits(midpoint, logits)
   return 2.0 * _softmax_vjp(midpoint, cotangent, 1.0) - 0.5 * _softmax_vjp(probs, cotangent, 1.0)
 
 
@@ -90,8 +104,10 @@ def reinmax(key: Array, logits: Array, *, tau=1.0) -> Array:
     \nabla_{\mathrm{ReinMax}} = 2\, \pi_1 \odot (g - \langle g, \pi_1\rangle)
       - \tfrac12\, \pi_0 \odot (g - \langle g, \pi_0\rangle).
 
-  The temperature enters only the backward pass (through :math:`\pi_1`); D is
-  an exact sample of Categorical(softmax(theta)). The authors advise
+  It is the gradient of the authors' surrogate :math:`2\,\mathrm{softmax}(\theta
+  + c) - \tfrac12 \mathrm{softmax}(\theta)` with :math:`c = \log\pi_1 - \theta`
+  held fixed. The temperature enters only the backward pass (through
+  :math:`\pi_1`); D is an exact sample of Categorical(softmax(theta)). The authors advise
   :math:`\tau \ge 1` (their implementation refuses :math:`\tau < 1`: ReinMax
   "prefers" larger temperatures, while ST-GS prefers small ones); values below
   1 are allowed here but not recommended.
@@ -122,6 +138,9 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
   else:
     gap = 1.0
   perturbed = jnp.where(is_top, max_logit, jnp.minimum(logits, max_logit - gap))
+  # The perturbation x - theta is held fixed: x moves with the logits, one for one.
+  moving = jnp.where(jnp.isneginf(logits), 0.0, logits - jax.lax.stop_gradient(logits))
+  perturbed = jax.lax.stop_gradient(perturbed) + moving
   return _softmax_vjp(jax.nn.softmax(perturbed / tau, axis=-1), cotangent, tau)
 
 

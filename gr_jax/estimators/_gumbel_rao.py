@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,16 +15,16 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from gr_jax.estimators._core import (
-    Array,
-    _check_logits,
-    _check_num_samples,
-    _check_one_hot,
-    _check_tau,
-    _compute_dtype,
-    _one_hot_estimator,
-    _typed_key,
+  Array,
+  _check_logits,
+  _check_num_samples,
+  _check_one_hot,
+  _check_tau,
+  _compute_dtype,
+  _first_derivatives_only,
+  _one_hot_estimator,
+  _typed_key,
 )
-
 
 # Upper bound, per backend, on the number of elements (num_samples x
 # logits.size, counting every vmapped batch) that the Gumbel-Rao backward passes
@@ -56,6 +55,16 @@ def _uniform_open(key: Array, shape, dtype) -> Array:
   return jax.random.uniform(key, shape, dtype, minval=jnp.finfo(dtype).tiny)
 
 
+def _sample_exponentials(key: Array, start, size: int, shape, dtype) -> Array:
+  """Exp(1) draws ``[size, *shape]`` of samples start, ..., start + size - 1.
+
+  Sample k is drawn from ``fold_in(key, k)``: the draws depend on the key and
+  the sample's index only, not on how the K samples are chunked or batched.
+  """
+  keys = jax.vmap(lambda k: jax.random.fold_in(key, k))(start + jnp.arange(size))
+  return jax.vmap(lambda k: -jnp.log(_uniform_open(k, shape, dtype)))(keys)
+
+
 def conditional_gumbel(
     key: Array, logits: Array, sample: Array, num_samples: int
 ) -> Array:
@@ -72,7 +81,10 @@ def conditional_gumbel(
     \end{cases}
 
   computed in log space (``logaddexp``), so it is finite for logits of any
-  scale; ``-inf`` logits give ``-inf``.
+  scale; ``-inf`` logits give ``-inf``. Sample k uses the uniforms
+  ``jax.random.uniform(fold_in(key, k), logits.shape)`` (:math:`E = -\log U`):
+  the backward pass of :func:`gumbel_rao` called with ``key`` evaluates the
+  Jacobian at ``conditional_gumbel(fold_in(key, 1), logits, D, K)``.
 
   Args:
     key: a PRNG key.
@@ -92,7 +104,7 @@ def conditional_gumbel(
   dtype = _compute_dtype(logits.dtype)
   logits = logits.astype(dtype)
   is_top = sample.astype(bool)
-  log_exp = jnp.log(-jnp.log(_uniform_open(key, (num_samples, *logits.shape), dtype)))
+  log_exp = jnp.log(_sample_exponentials(key, 0, num_samples, logits.shape, dtype))
   log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
   log_exp_top = jnp.sum(jnp.where(is_top, log_exp, 0.0), axis=-1, keepdims=True)
   top = log_z - log_exp_top
@@ -151,54 +163,98 @@ def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau):
   return cotangent * weight_sum - weighted_inner
 
 
+def _top_exponential(exps, is_top):
+  """``[c, V, 1]`` the sampled category's exponential, from materialized ``exps``."""
+  # Without the barrier XLA fuses the draws into this reduction and into their
+  # other use, computing every exponential twice.
+  exps = jax.lax.optimization_barrier(exps)
+  return exps, jnp.sum(jnp.where(is_top, exps, 0.0), axis=-1, keepdims=True)
+
+
 def _monte_carlo_exponentials(dtype, key, start, size, is_top):
   """Independent Exp(1) draws for samples [start, start + size) of one batch row."""
-  others_key, top_key = jax.random.split(jax.random.fold_in(key, start))
-  exps = -jnp.log(_uniform_open(others_key, (size, *is_top.shape), dtype))
-  exp_top = -jnp.log(_uniform_open(top_key, (size, is_top.shape[0], 1), dtype))
-  return exps, exp_top
+  return _top_exponential(_sample_exponentials(key, start, size, is_top.shape, dtype), is_top)
+
+
+# The lattice's index k * z_j mod K is computed in int32: K * K < 2**31.
+MAX_LATTICE_POINTS = 46_340
+# The generating vector's search scores the first coordinates only: the P2
+# criterion of more is dominated by the point k = 0 (every factor at its
+# maximum 1 + pi^2 / 3) and no longer tells candidates apart (it overflowed
+# float64 from n ~ 490).
+_SEARCH_DIMENSIONS = 64
+_SEARCH_CANDIDATES = 256
 
 
 @functools.lru_cache(maxsize=None)
+def korobov_vector(num_points: int, dim: int) -> np.ndarray:
+  r"""The generating vector :math:`z_j = a^j \bmod K`, ``j < dim``, of :func:`lattice_points`.
+
+  ``a`` is chosen among at most 256 candidates coprime to K to minimise the
+  :math:`P_2` criterion :math:`-1 + \frac1K \sum_k \prod_{j < d} (1 + 2\pi^2
+  B_2(\{k z_j / K\}))`, :math:`B_2(x) = x^2 - x + 1/6` (Sloan & Joe 1994), over
+  the first :math:`d = \min(\mathrm{dim}, 64)` coordinates. For more
+  coordinates the powers continue: they repeat with period ord(a) < K, so when
+  dim >= K two categories can share a column (each category's coordinate still
+  runs over the whole grid :math:`\{k / K\}` and has its own random shift).
+
+  Returns:
+    int64 array ``[dim]``.
+  """
+  if not 1 <= num_points <= MAX_LATTICE_POINTS:
+    raise ValueError(
+        f"the lattice needs 1 <= num_points <= {MAX_LATTICE_POINTS} (k * z mod K is computed"
+        f" in int32); got num_points={num_points}. Use gumbel_rao (gr_mc<K>) for larger K."
+    )
+  if num_points < 3:
+    return np.ones(dim, np.int64)
+  coprime = np.array([a for a in range(1, num_points) if math.gcd(a, num_points) == 1], np.int64)
+  candidates = coprime[:: max(1, len(coprime) // _SEARCH_CANDIDATES)]
+  search_dim = min(dim, _SEARCH_DIMENSIONS)
+  k = np.arange(num_points, dtype=np.int64)[:, None, None]
+  criteria = []
+  for batch in np.array_split(candidates, max(1, len(candidates) // 16)):
+    z = _powers(batch, search_dim, num_points)  # [C, d]
+    x = (k * z[None] % num_points) / num_points  # [K, C, d]
+    criteria.append(np.mean(np.prod(1.0 + 2.0 * np.pi**2 * (x * x - x + 1.0 / 6.0), axis=-1), axis=0))
+  best = candidates[int(np.argmin(np.concatenate(criteria)))]
+  return _powers(np.array([best]), dim, num_points)[0]
+
+
+def _powers(bases: np.ndarray, dim: int, modulus: int) -> np.ndarray:
+  """``[len(bases), dim]`` bases ** j mod modulus, by repeated multiplication (no overflow)."""
+  out = np.ones((len(bases), dim), np.int64)
+  for j in range(1, dim):
+    out[:, j] = out[:, j - 1] * bases % modulus
+  return out
+
+
 def lattice_points(num_points: int, dim: int) -> np.ndarray:
   r"""The unshifted rank-1 lattice :math:`\{k z / K \bmod 1\}_{k < K}` in ``[0, 1)^dim``.
 
-  Korobov's generating vector :math:`z = (1, a, a^2, \dots) \bmod K`, with
-  ``a`` chosen (among at most 256 candidates coprime to K) to minimise the
-  :math:`P_2` criterion :math:`-1 + \frac1K \sum_k \prod_j (1 + 2\pi^2
-  B_2(\{k z_j / K\}))`, :math:`B_2(x) = x^2 - x + 1/6` (Sloan & Joe 1994).
+  With Korobov's generating vector ``z`` (:func:`korobov_vector`). The backward
+  pass of :func:`gumbel_rao_qmc` computes these points from ``z`` as it needs
+  them; this table is for inspection.
 
   Returns:
     float64 array ``[num_points, dim]``.
   """
-  k = np.arange(num_points)[:, None]
-  if num_points < 3:
-    return (k * np.ones((1, dim), np.int64) % num_points) / num_points
-  coprime = [a for a in range(1, num_points) if math.gcd(a, num_points) == 1]
-  candidates = coprime[:: max(1, len(coprime) // 256)]
-
-  def criterion(a):
-    z = np.array([pow(a, j, num_points) for j in range(dim)], np.int64)
-    x = (k * z % num_points) / num_points
-    return np.mean(np.prod(1.0 + 2.0 * np.pi**2 * (x * x - x + 1.0 / 6.0), axis=1)) - 1.0
-
-  best = min(candidates, key=criterion)
-  z = np.array([pow(best, j, num_points) for j in range(dim)], np.int64)
-  return (k * z % num_points) / num_points
+  z = korobov_vector(num_points, dim)
+  return (np.arange(num_points)[:, None] * z % num_points) / num_points
 
 
-def _lattice_exponentials(lattice, tent, shift, start, size, is_top):
+def _lattice_exponentials(generator, tent, shift, start, size, is_top):
   """Exp(1) marginals from the shifted lattice points [start, start + size) of one row."""
-  rows = jax.lax.dynamic_slice_in_dim(lattice, start, size)  # [c, n]
+  num_points, z = generator
+  k = start + jnp.arange(size, dtype=jnp.int32)
+  rows = (k[:, None] * z[None, :] % num_points).astype(shift.dtype) / num_points  # [c, n]
   u = rows[:, None, :] + shift[None]
   u = u - jnp.floor(u)  # [c, V, n], each marginally U[0, 1)
   if tent:
     u = 1.0 - jnp.abs(2.0 * u - 1.0)  # baker's transform: still uniform
   dtype = u.dtype
   u = jnp.clip(u, jnp.finfo(dtype).tiny, 1.0 - jnp.finfo(dtype).epsneg)
-  exps = -jnp.log(u)
-  exp_top = jnp.sum(jnp.where(is_top, exps, 0.0), axis=-1, keepdims=True)
-  return exps, exp_top
+  return _top_exponential(-jnp.log(u), is_top)
 
 
 def max_chunk_elements() -> int:
@@ -229,8 +285,8 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
   if sampler == "mc":
     noise_state, noise = keys, functools.partial(_monte_carlo_exponentials, logits.dtype)
   else:
-    lattice = jnp.asarray(lattice_points(num_samples, num_categories), logits.dtype)
-    noise = functools.partial(_lattice_exponentials, lattice, sampler == "qmc_tent")
+    generator = (num_samples, jnp.asarray(korobov_vector(num_samples, num_categories), jnp.int32))
+    noise = functools.partial(_lattice_exponentials, generator, sampler == "qmc_tent")
     noise_state = jax.vmap(lambda k: jax.random.uniform(k, logits.shape[1:], logits.dtype))(keys)
 
   def chunk_vjp(start, size):
@@ -255,13 +311,8 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
   return total / (num_samples * tau)
 
 
-def _no_second_derivative(primals, tangents):
-  raise ValueError(
-      "gumbel_rao defines first derivatives only: its backward pass cannot be"
-      " differentiated (jax.grad of jax.grad, jax.hessian, jax.jacfwd of a"
-      " gradient). Use st_gumbel_softmax, whose second derivative is that of"
-      " softmax_tau(logits + G) at fixed G, or stop_gradient the GR gradient."
-  )
+# The public function behind each sampler, named by the second-derivative error.
+_SAMPLER_FUNCTIONS = {"mc": "gumbel_rao", "qmc": "gumbel_rao_qmc", "qmc_tent": "gumbel_rao_qmc"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -282,9 +333,7 @@ def _gr_grad_fn(num_samples: int, sampler: str, chunk_elements: int):
     merged = grad_fn(*(a.reshape(-1, *a.shape[2:]) for a in args))
     return merged.reshape(axis_size, -1, *merged.shape[1:]), True
 
-  guarded = jax.custom_jvp(grad_fn)
-  guarded.defjvp(_no_second_derivative)
-  return guarded
+  return _first_derivatives_only(grad_fn, _SAMPLER_FUNCTIONS[sampler])
 
 
 def _gumbel_rao_backward(key, logits, sample, cotangent, tau, num_samples, sampler):
@@ -404,55 +453,88 @@ def gumbel_rao_qmc(
     logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
     tau: temperature > 0, a number or an array broadcastable to
       ``logits.shape[:-1] + (1,)`` (may be traced).
-    num_samples: K >= 1, the number of lattice points.
-    tent: apply the tent transform (default True).
+    num_samples: K, the number of lattice points, 1 <= K <= 46,340
+      (``MAX_LATTICE_POINTS``: the lattice index is computed in int32).
+    tent: apply the tent transform (default True; registry names
+      ``gr_qmc<K>`` and, without it, ``gr_qmc<K>_no_tent``).
 
   Returns:
     An exact one-hot sample of the shape and dtype of ``logits``.
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  _check_num_samples(num_samples)
+  _check_num_samples(num_samples, MAX_LATTICE_POINTS)
   sampler = "qmc_tent" if tent else "qmc"
   return _gumbel_rao(key, logits, tau, (num_samples, sampler))
 
 
-# Nodes of the trapezoid rule of `_binary_conditional_product`: offsets from
-# the logistic density's centre. The integrand is analytic in a strip of
-# half-width >= pi/2 and decays like e^-|t|, so a step of 1/4 over +-40 is
-# accurate to about e^-39 (Trefethen & Weideman 2014).
-_TRAPEZOID_OFFSETS = np.arange(-160, 161) / 4.0
+# The trapezoid rule of `_binary_conditional_product`: this many nodes over a
+# window that holds the integrand's mass. The integrand is analytic in a strip
+# of half-width pi/2 around the real axis, so the rule converges like
+# exp(-pi^2 / step) (Trefethen & Weideman 2014); the window is at most ~90
+# wide, a step <= 0.28, wherever the logit gap is below ~60 or tau is far
+# from 1 (beyond, p_j < e^-60 and the gradient is negligible in any dtype).
+_TRAPEZOID_NODES = 321
+_WINDOW_MARGIN = 40.0
+
+
+def _softplus_inverse(y):
+  """log(expm1(y)) for y > 0, without overflow."""
+  return jnp.where(y > 30.0, y, jnp.log(jnp.expm1(jnp.minimum(y, 30.0))))
 
 
 def _binary_conditional_product(log_odds, tau):
-  r""":math:`E[s_i s_j \mid D = i]` for n = 2, by the trapezoid rule.
+  r""":math:`E[s_i s_j \mid D = i] / \tau` for n = 2, by the trapezoid rule.
 
-  Given D = i, :math:`\log(1 + r)` with :math:`\log r = \ell + z`,
-  :math:`z \sim \mathrm{Logistic}(0, 1)` (the log of a ratio of two Exp(1)) and
-  :math:`\ell = \log Z - \theta_j`, is the gap :math:`x_i - x_j`, and
-  :math:`s_i s_j = \sigma(\delta/\tau)\sigma(-\delta/\tau)` with
-  :math:`\delta = \mathrm{softplus}(\ell + z)`.
+  Given D = i, :math:`\log r = z \sim \mathrm{Logistic}(\ell, 1)` (the log of a
+  ratio of two Exp(1), shifted by :math:`\ell = \log Z - \theta_j \ge 0`), the
+  gap :math:`x_i - x_j` is :math:`\delta = \mathrm{softplus}(z)`, and
+  :math:`s_i s_j = h(\delta / \tau)`, :math:`h(w) = \sigma(w)\sigma(-w)`. The
+  integrand :math:`p(z)\, h(\delta/\tau) / \tau` is evaluated in log space
+  (no underflow at tiny tau or large gaps) on a window around its mass: it
+  starts 40 below min(ell, softplus^-1(tau)), where the logistic density and h
+  both bend, and ends where either has decayed by e^-40: 40 above ell, or
+  where :math:`\delta / \tau` passes 45 (for tau < 1, with the density's rise
+  :math:`e^{z}` against h's fall :math:`e^{-z/\tau}`, 40 / (1/tau - 1) further).
   """
-  z = log_odds[..., None] + _TRAPEZOID_OFFSETS.astype(log_odds.dtype)
-  density = jax.nn.sigmoid(z - log_odds[..., None]) * jax.nn.sigmoid(log_odds[..., None] - z)
+  bend = _softplus_inverse(tau)
+  low = jnp.minimum(log_odds, bend) - _WINDOW_MARGIN
+  below_one = tau < 1.0
+  h_decayed = jnp.maximum(
+      _softplus_inverse(45.0 * tau),
+      bend + _WINDOW_MARGIN * tau / jnp.where(below_one, 1.0 - tau, 1.0),
+  )
+  high = jnp.where(below_one, jnp.minimum(log_odds + _WINDOW_MARGIN, h_decayed), log_odds + _WINDOW_MARGIN)
+  high = jnp.maximum(high, low + 1.0)
+  fractions = jnp.linspace(0.0, 1.0, _TRAPEZOID_NODES, dtype=log_odds.dtype)
+  step = (high - low) / (_TRAPEZOID_NODES - 1)
+  z = low[..., None] + (high - low)[..., None] * fractions
   gap = jax.nn.softplus(z) / tau[..., None]
-  integrand = density * jax.nn.sigmoid(gap) * jax.nn.sigmoid(-gap)
-  return jnp.sum(integrand, axis=-1) * (_TRAPEZOID_OFFSETS[1] - _TRAPEZOID_OFFSETS[0])
+  log_density = -jax.nn.softplus(z - log_odds[..., None]) - jax.nn.softplus(log_odds[..., None] - z)
+  log_h = -jax.nn.softplus(gap) - jax.nn.softplus(-gap)
+  integrand = jnp.exp(log_density + log_h - jnp.log(tau)[..., None])
+  return jnp.sum(integrand, axis=-1) * step
 
 
-def _gumbel_rao_exact_backward(key, logits, sample, cotangent, tau):
-  del key
+def _exact_gradient(logits, sample, cotangent, row_tau):
   is_top = sample.astype(bool)
   log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
   # logZ - theta_j of the other category; +inf when it is masked (no gradient).
   log_odds = jnp.sum(jnp.where(is_top, 0.0, log_z - logits), axis=-1)
   finite = jnp.isfinite(log_odds)
-  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,))[..., 0]
-  product = _binary_conditional_product(jnp.where(finite, log_odds, 0.0), row_tau)
-  product = jnp.where(finite, product, 0.0)[..., None]
+  scale = _binary_conditional_product(jnp.where(finite, log_odds, 0.0), row_tau)
+  scale = jnp.where(finite, scale, 0.0)[..., None]
   # g^T J with J = (c / tau) [[1, -1], [-1, 1]].
-  difference = cotangent - jnp.flip(cotangent, axis=-1)
-  return product * difference / row_tau[..., None]
+  return scale * (cotangent - jnp.flip(cotangent, axis=-1))
+
+
+_guarded_exact_gradient = _first_derivatives_only(_exact_gradient, "gumbel_rao_exact")
+
+
+def _gumbel_rao_exact_backward(key, logits, sample, cotangent, tau):
+  del key
+  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,))[..., 0]
+  return _guarded_exact_gradient(logits, sample, cotangent, row_tau)
 
 
 _gumbel_rao_exact = _one_hot_estimator(_gumbel_rao_exact_backward)
@@ -471,10 +553,14 @@ def gumbel_rao_exact(key: Array, logits: Array, *, tau=1.0) -> Array:
     \qquad \ell = \log(e^{\theta_0} + e^{\theta_1}) - \theta_{1-i},
 
   (:math:`\sigma' = \sigma(1 - \sigma)`), a one-dimensional integral computed
-  by the trapezoid rule on 321 nodes (exponentially accurate: the integrand is
-  analytic and decays like :math:`e^{-|z|}`). The inner variance is zero: this
+  by the trapezoid rule on 321 nodes over a window that follows the
+  integrand's mass (exponentially accurate: the integrand is analytic; as
+  tau -> 0 the gradient tends to ZGR's, :math:`p_j / 2` times the cotangent
+  difference, at every representable tau). The inner variance is zero: this
   is GR-MCK in the limit :math:`K \to \infty`. Paulus et al. 2021, section 3.2
-  and footnote 1 (the closed form they mention is the case tau = 1).
+  and footnote 1 (the closed form they mention is the case tau = 1). Like
+  :func:`gumbel_rao`, its backward pass is not differentiable: second
+  derivatives raise ValueError.
 
   Args:
     key: a PRNG key (the sample ``D`` is the same as ``gumbel_rao``'s).

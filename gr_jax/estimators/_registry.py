@@ -13,9 +13,14 @@ import dataclasses
 import re
 from typing import Any, Callable
 
-from gr_jax.estimators._core import Array
+from gr_jax.estimators._core import MAX_NUM_SAMPLES, Array
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
-from gr_jax.estimators._gumbel_rao import gumbel_rao, gumbel_rao_exact, gumbel_rao_qmc
+from gr_jax.estimators._gumbel_rao import (
+    MAX_LATTICE_POINTS,
+    gumbel_rao,
+    gumbel_rao_exact,
+    gumbel_rao_qmc,
+)
 from gr_jax.estimators._score_function import reinforce
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
 
@@ -59,6 +64,15 @@ class Estimator:
     """True when the sample itself carries the gradient (one-hot forward, custom backward)."""
     return self.one_hot and not self.score_function
 
+  def __post_init__(self):
+    # help(get(name)) shows the estimator function's documentation.
+    options = ", ".join(f"{key}={value!r}" for key, value in self.options)
+    doc = f"{self.name!r}: {self.fn.__name__}({options})\n\n{self.fn.__doc__}"
+    object.__setattr__(self, "__doc__", doc)
+
+  def __repr__(self) -> str:
+    return f"estimators.get({self.name!r})"
+
   def __call__(self, key: Array, logits: Array, *, tau=1.0) -> Array:
     return self.fn(key, logits, tau=tau, **dict(self.options))
 
@@ -84,6 +98,7 @@ class _CountedFamily:
   prefix: str
   fn: Callable[..., Array]
   family: str
+  max_samples: int
   suffix: str = ""
   options: tuple[tuple[str, Any], ...] = ()
 
@@ -104,13 +119,14 @@ class _CountedFamily:
 
 
 _COUNTED = (
-    _CountedFamily("gr_mc", gumbel_rao, "gumbel_rao"),
-    _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao"),
+    _CountedFamily("gr_mc", gumbel_rao, "gumbel_rao", MAX_NUM_SAMPLES),
+    _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao", MAX_LATTICE_POINTS),
+    _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao", MAX_LATTICE_POINTS, suffix="_no_tent",
+                   options=(("tent", False),)),
 )
 
-# The registry's order: the fixed names with each counted family after "gs".
-_ORDER = ("st", "st_gs", "gs", _COUNTED[0], _COUNTED[1], "gr_exact", "zgr", "reinmax", "gst",
-          "gst_p", "reinforce")
+# The registry's order: the fixed names with the counted families after "gs".
+_ORDER = ("st", "st_gs", "gs", *_COUNTED, "gr_exact", "zgr", "reinmax", "gst", "gst_p", "reinforce")
 
 
 def names(*, num_samples: int = 100, **properties) -> tuple[str, ...]:
@@ -153,7 +169,8 @@ def get(name: str) -> Estimator:
   Args:
     name: "st", "st_gs", "gs", "gr_mc<K>" (for example "gr_mc100" is
       :func:`gumbel_rao` with ``num_samples=100``), "gr_qmc<K>"
-      (:func:`gumbel_rao_qmc`), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
+      (:func:`gumbel_rao_qmc`), "gr_qmc<K>_no_tent" (the same without the
+      tent transform), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
       "gst_p" (GST-p) or "reinforce"; :func:`names` lists them.
 
   Returns:
@@ -167,6 +184,11 @@ def get(name: str) -> Estimator:
       return _BY_NAME[name]
     for family in _COUNTED:
       num_samples = family.match(name)
+      if num_samples is not None and num_samples > family.max_samples:
+        raise ValueError(
+            f"estimator {name!r}: K = {num_samples} is more than {family.pattern} allows"
+            f" (K <= {family.max_samples})."
+        )
       if num_samples is not None:
         return family.estimator(num_samples)
   raise ValueError(

@@ -12,14 +12,13 @@ import jax
 import jax.numpy as jnp
 
 from gr_jax.estimators._core import (
-    Array,
-    _check_logits,
-    _check_one_hot,
-    _check_tau,
-    _compute_dtype,
-    _gumbel_max,
+  Array,
+  _check_logits,
+  _check_one_hot,
+  _check_tau,
+  _compute_dtype,
+  _gumbel_max,
 )
-
 
 # ---------------------------------------------------------------------------
 # REINFORCE (score function) with a running-mean baseline.

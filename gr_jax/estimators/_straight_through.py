@@ -5,22 +5,20 @@ Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 
 from gr_jax.estimators._core import (
-    Array,
-    _check_logits,
-    _check_tau,
-    _finish_grad,
-    _gumbel_max,
-    _invalid_rows,
-    _one_hot_estimator,
-    _perturbed_logits,
-    _softmax_vjp,
+  Array,
+  _check_logits,
+  _check_tau,
+  _finish_grad,
+  _gumbel_max,
+  _invalid_rows,
+  _one_hot_estimator,
+  _perturbed_logits,
+  _softmax_vjp,
 )
-
 
 # ---------------------------------------------------------------------------
 # Straight-through (ST): gradient through softmax(logits / tau).

@@ -116,3 +116,100 @@ def test_zgr_is_the_limit_of_gr_exact():
             for tau in (1e-2, 1e-3, 1e-4)]
   assert errors[2] < 1e-3 * np.abs(limit).max(), errors
   assert errors[0] > errors[1] > errors[2], errors
+
+
+def test_reinmax_hand_computed_at_tau_not_one():
+  # theta = [log 3, 0], tau = 2: softmax(theta / 2) = [sqrt3, 1] / (sqrt3 + 1); D = e_1, g = [0, 1].
+  # pi_1 = (e_1 + softmax(theta / 2)) / 2, and 2 pi_1 (g - <g, pi_1>) = [-1, 1] 2 pi_1,0 pi_1,1
+  # = [-1, 1] sqrt3 / 4; -1/2 p (g - <g, p>) = [3/32, -3/32] as at tau = 1.
+  logits = jnp.array([np.log(3.0), 0.0])
+  key = key_with_sample(logits, 1)
+  _, grad = vjp_at(estimators.reinmax, key, logits, jnp.array([0.0, 1.0]), 2.0)
+  np.testing.assert_allclose(grad, [-np.sqrt(3) / 4 + 3 / 32, np.sqrt(3) / 4 - 3 / 32], rtol=1e-6)
+  # tau = 1/2: softmax(2 theta) = [9/10, 1/10]; D = e_0, g = [1, 0]: pi_1 = [0.95, 0.05];
+  # 2 pi_1 (g - 0.95) = [0.095, -0.095]; -1/2 p (g - 3/4) = [-3/32, 3/32]; sum [1/800, -1/800].
+  key = key_with_sample(logits, 0)
+  _, grad = vjp_at(estimators.reinmax, key, logits, jnp.array([1.0, 0.0]), 0.5)
+  np.testing.assert_allclose(grad, [1 / 800, -1 / 800], rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# Second derivatives: the Hessian of each estimator's stated surrogate (the
+# perturbation, or the distribution in a stop-gradient, held fixed), checked
+# against central finite differences of the surrogate's gradient written out
+# in float64 numpy (step 1e-6: truncation error ~1e-12, rounding ~1e-10).
+# ---------------------------------------------------------------------------
+
+
+def _softmax_vjp_np(s, w, tau=1.0):
+  return s * (w - w @ s) / tau
+
+
+def _gst_gradient(theta0, index, tau, gap_rule):
+  """theta -> J_tau(theta + c)^T w with GST's perturbation c computed at theta0 and fixed."""
+  p = softmax_np(theta0)
+  gap = 1.0 if gap_rule == "1.0" else -np.log1p(-p[index]) / p[index]
+  x = np.minimum(theta0, theta0.max() - gap)
+  x[index] = theta0.max()
+  return lambda theta, w: _softmax_vjp_np(softmax_np((theta + x - theta0) / tau), w, tau)
+
+
+def _reinmax_gradient(theta0, index, tau):
+  """theta -> gradient of 2 softmax(theta + c) - softmax(theta) / 2, c = log pi_1(theta0) - theta0."""
+  pi_1 = 0.5 * (np.eye(len(theta0))[index] + softmax_np(theta0 / tau))
+  shift = np.log(pi_1) - theta0
+  return lambda theta, w: (2.0 * _softmax_vjp_np(softmax_np(theta + shift), w)
+                           - 0.5 * _softmax_vjp_np(softmax_np(theta), w))
+
+
+def _zgr_gradient(theta0, index, tau):
+  """theta -> gradient of (softmax(theta) + (D - p0) log p_D(theta)) / 2, p0 = softmax(theta0)."""
+  del tau
+  d, p0 = np.eye(len(theta0))[index], softmax_np(theta0)
+  return lambda theta, w: 0.5 * (_softmax_vjp_np(softmax_np(theta), w) + (w @ (d - p0)) * (d - softmax_np(theta)))
+
+
+SURROGATES = {
+    "gst": lambda theta0, index, tau: _gst_gradient(theta0, index, tau, "1.0"),
+    "gst_p": lambda theta0, index, tau: _gst_gradient(theta0, index, tau, "p"),
+    "reinmax": _reinmax_gradient,
+    "zgr": _zgr_gradient,
+}
+
+
+def _second_derivative(name, logits_np, index, tau, w, v):
+  """(library d/dtheta <v, grad>, finite differences of the surrogate's <v, grad>), float64."""
+  with jax.enable_x64(True):
+    logits = jnp.asarray(logits_np)
+    key = key_with_sample(logits, index)
+    estimator = estimators.get(name)
+
+    def directional(theta):
+      grad = jax.grad(lambda t: jnp.sum(jnp.asarray(w) * estimator(key, t, tau=tau)))(theta)
+      return jnp.sum(jnp.asarray(v) * grad)
+
+    library = np.asarray(jax.grad(directional)(logits))
+  gradient = SURROGATES[name](logits_np, index, tau)
+  step = 1e-6
+  expected = np.array([(v @ gradient(logits_np + step * e, w) - v @ gradient(logits_np - step * e, w)) / (2 * step)
+                       for e in np.eye(len(logits_np))])
+  return library, expected
+
+
+def test_gst_second_derivative_of_the_issue_example():
+  """GST-1.0 at logits [0.2, 0.5, -0.1], D = 0, tau 0.5, w = [1, -2, 0.5], v = [0.3, 1, -0.7]:
+  the surrogate's finite differences give [0.611, -0.742, 0.130] (the review's numbers);
+  before the fix the library returned [0, 0, 0]."""
+  library, expected = _second_derivative("gst", np.array([0.2, 0.5, -0.1]), 0, 0.5,
+                                         np.array([1.0, -2.0, 0.5]), np.array([0.3, 1.0, -0.7]))
+  np.testing.assert_allclose(expected, [0.611, -0.742, 0.130], atol=1e-3)
+  np.testing.assert_allclose(library, expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", list(SURROGATES))
+@pytest.mark.parametrize("index, tau", [(0, 0.5), (2, 1.0), (3, 2.0)])
+def test_second_derivative_is_the_hessian_of_the_surrogate(name, index, tau):
+  w = np.array([0.7, -1.3, 2.1, 0.4])
+  v = np.array([1.0, -0.5, 0.25, 2.0])
+  library, expected = _second_derivative(name, np.array([0.6, -0.4, 1.1, 0.0]), index, tau, w, v)
+  np.testing.assert_allclose(library, expected, rtol=1e-6, atol=1e-8)

@@ -1,6 +1,8 @@
 """Names to estimators (gr_jax/estimators/_registry.py)."""
 
 import functools
+import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -37,3 +39,30 @@ def test_get_is_stable_and_jit_static_does_not_retrace():
   for _ in range(3):
     grad(estimators.get("gr_mc10"), jnp.asarray(LOGITS, jnp.float32))
   assert len(traces) == 1
+
+
+def test_names_are_accepted_by_get_and_filter_on_properties():
+  for name in estimators.VALID_NAMES:
+    assert estimators.get(name).name == name
+  assert estimators.names(num_samples=7)[3:5] == ("gr_mc7", "gr_qmc7")
+  assert estimators.names(family="deterministic") == ("zgr", "reinmax", "gst", "gst_p")
+  assert "gs" not in estimators.names(straight_through=True)
+  assert "reinforce" not in estimators.names(straight_through=True)
+  assert estimators.names(binary_only=True) == ("gr_exact",)
+  assert {estimators.get(n).family for n in estimators.names()} == set(estimators.FAMILIES)
+  with pytest.raises(ValueError, match="unknown property 'colour'"):
+    estimators.names(colour="red")
+
+
+def _readme_table_names():
+  """The names in the first column of README.md's estimator table (`gst` / `gst_p` rows split)."""
+  readme = pathlib.Path(__file__).parents[2] / "README.md"
+  names = []
+  for line in readme.read_text().splitlines():
+    if line.startswith("| `"):
+      names += re.findall(r"`([^`]+)`", line.split("|")[1])
+  return names
+
+
+def test_readme_table_lists_the_registry():
+  assert _readme_table_names() == list(estimators.name_patterns())
