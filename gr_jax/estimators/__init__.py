@@ -28,7 +28,9 @@ Conventions shared by every estimator:
   the same ``D = onehot(argmax(logits + G))``, with ``G`` drawn as
   ``jax.random.gumbel(key, logits.shape)`` (in float32 for low-precision
   logits); ``gumbel_softmax`` relaxes the same ``G``. Randomness that a
-  backward pass needs is drawn from ``jax.random.fold_in(key, 1)``.
+  backward pass needs is drawn from ``jax.random.fold_in(key, 1)``; GR-MCK's
+  sample k from ``fold_in(fold_in(key, 1), k)``, so that a row's gradient does
+  not depend on how the call was batched or chunked.
 * **Temperature.** ``tau`` is a number > 0 or an array of them broadcastable to
   ``logits.shape[:-1] + (1,)`` (one temperature per variable); it may be
   traced (annealing). Concrete values are checked.
@@ -38,14 +40,33 @@ Conventions shared by every estimator:
   entry, a ``+inf`` entry, or every entry ``-inf``) gives a sample row of NaN
   (all entries) and NaN gradients for that row, so that the problem shows in the
   loss rather than only in the gradients; other rows are unaffected.
-* **Second derivatives.** The backward pass of ST and ST-GS is the derivative of
-  their surrogate (the tempered softmax at :math:`\theta` or :math:`\theta +
-  G`, with :math:`G` held fixed), and differentiating it again gives that
-  surrogate's second derivative. Differentiating the backward pass of
-  ``gumbel_rao`` raises a ``ValueError``: it regenerates its conditional samples
-  inside a custom batching rule that JAX cannot differentiate, and
-  differentiating through the conditional reparameterization would give the
-  total-derivative estimator the paper's Appendix A rejects.
+* **Second derivatives** (with respect to the logits). Each estimator's
+  gradient is that of a stated surrogate :math:`\langle g^*, S(\theta)\rangle`
+  (:math:`*`: held fixed), and differentiating the gradient again gives that
+  surrogate's Hessian, or raises a one-line ``ValueError`` naming the function
+  (registry names; ``tests/estimators`` checks each against finite differences):
+
+  ===================  =====================================================
+  estimator            second derivative
+  ===================  =====================================================
+  st                   Hessian of :math:`\mathrm{softmax}_\tau(\theta)`
+  st_gs                Hessian of :math:`\mathrm{softmax}_\tau(\theta + G)`, G fixed
+  gs                   the relaxation's own (an ordinary function)
+  gst, gst_p           Hessian of :math:`\mathrm{softmax}_\tau(\theta + c)`, the
+                       perturbation :math:`c = x - \theta` fixed
+  reinmax              Hessian of :math:`2\,\mathrm{softmax}(\theta + c) -
+                       \tfrac12\mathrm{softmax}(\theta)`, :math:`c = \log\pi_1 -
+                       \theta` fixed (the authors' surrogate)
+  zgr                  Hessian of :math:`\tfrac12[\mathrm{softmax}(\theta) + (D -
+                       p^*)\log p_D(\theta)]` (the author's surrogate)
+  gr_mc<K>, gr_qmc<K>, raise: the average over the conditional samples would
+  gr_exact             be differentiated through the conditional distribution
+                       (the total-derivative estimator the paper's Appendix A
+                       rejects), and GR-MC/QMC regenerate their samples inside
+                       a custom batching rule that JAX cannot differentiate
+  reinforce            the sample carries no gradient; the score-function
+                       surrogate is an ordinary function
+  ===================  =====================================================
 
 The package keeps one private module per family (``_straight_through``:
 ST, GS, ST-GS; ``_gumbel_rao``: GR-MCK, GR-QMC, GR-exact; ``_deterministic``:
