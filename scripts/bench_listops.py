@@ -8,6 +8,7 @@ step that its estimator adds over ST-GS.
   python scripts/bench_listops.py [--lengths=10,25,50] [--repeats=20]
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import statistics
 import time
 

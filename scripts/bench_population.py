@@ -13,6 +13,7 @@ depend on the pixel values or expressions).
   python scripts/bench_population.py [--sizes=1,8,20] [--experiments=vae,listops]
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import time
 
 import jax

@@ -13,6 +13,7 @@ ReLU 512/256 one (``relu_mlp``) in the same run.
   python scripts/bench_vae.py [--repeats=50] [--eval_images=200] [--models=concrete,relu_mlp]
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import statistics
 import time
 

@@ -33,6 +33,7 @@ every small-problem row, and a rerun with the same flags reuses those rows.
 
 from __future__ import annotations
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import json
 import pathlib
 

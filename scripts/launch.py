@@ -1,5 +1,6 @@
 """How the grid and reproduction scripts start a run: ``python -m experiments.main`` in its workdir."""
 
+import os
 import pathlib
 import signal
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import threading
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
@@ -22,7 +24,9 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
   command = [sys.executable, "-m", "experiments.main", f"--config={config}", f"--workdir={workdir}"]
   command += [f"--config.{o}" for o in overrides]
   with open(workdir / "log.txt", "a") as log:
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    # The clone's experiments/ and configs/ (pip installs the gr_jax library only).
+    path = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
     previous = {}
     if threading.current_thread() is threading.main_thread():
       previous = {s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in STOP_SIGNALS}

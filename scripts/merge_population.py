@@ -9,6 +9,7 @@ would have.
   python scripts/merge_population.py --out=runs/search runs/search_shard0 runs/search_shard1
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import json
 import pathlib
 
