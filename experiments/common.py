@@ -273,6 +273,8 @@ SAFE_TO_CHANGE = frozenset({
     "download", "cache_dir", "steps_per_call",
     # Evaluation-only fields: they change what is measured, never the training.
     "num_eval_samples", "num_eval_examples", "selection_eval_samples",
+    # Where the data was found (config.json's "data_used", a record, not a setting).
+    "data_used.train", "data_used.valid", "data_used.test",
 })
 MAY_GROW = ("num_steps", "num_epochs")
 
@@ -322,8 +324,11 @@ def lock_workdir(path: pathlib.Path) -> None:
   _LOCKS[path] = handle
 
 
-def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
+def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] | None = None) -> pathlib.Path:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
+
+  ``data_used`` (split -> where its data was found) is recorded in config.json
+  under "data_used".
 
   Raises:
     ConfigError: the workdir holds a run whose defining fields differ (one line
@@ -333,7 +338,7 @@ def prepare_workdir(workdir: str, config: ConfigDict) -> pathlib.Path:
   path.mkdir(parents=True, exist_ok=True)
   lock_workdir(path)
   saved_path = path / "config.json"
-  record = new = _as_json(config.to_dict())
+  record = new = _as_json({**config.to_dict(), **({"data_used": data_used} if data_used else {})})
   saved = _saved_config(path)
   if saved is not None and saved.get("experiment") != new.get("experiment"):
     raise ConfigError(f"--workdir {path} holds a {saved.get('experiment')} run, and this config is a"

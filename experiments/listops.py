@@ -14,6 +14,7 @@ reported result (model selection on validation only). A run is a population
 from __future__ import annotations
 
 import hashlib
+import os
 import pathlib
 
 import jax
@@ -25,7 +26,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import common, population
-from gr_jax.data import InvalidDataError, listops
+from gr_jax.data import InvalidDataError, listops, mnist
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
@@ -80,30 +81,43 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> tuple[li
   except OSError as e:
     raise common.ConfigError(f"config.cache_dir={config.cache_dir!r}: cannot write the generated training data"
                              f" there ({e}); set --config.cache_dir to a writable directory.") from None
-  return lines, "the generated training data"
+  return lines, f"generated training data, cached in {cache}"
 
 
-def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
-  """Train/valid/test examples of length <= max_length."""
+def _data_dir(config: ConfigDict) -> pathlib.Path:
+  """config.data_dir, else $GR_JAX_DATA/listops, else the working directory: the first holding both files."""
+  if config.data_dir:
+    candidates = [pathlib.Path(config.data_dir)]
+  else:
+    root = os.environ.get(mnist.DATA_ROOT_VARIABLE)
+    candidates = [*([pathlib.Path(root) / "listops"] if root else []), pathlib.Path(".")]
+  for directory in candidates:
+    if all((directory / name).is_file() for name in (config.valid_file, config.test_file)):
+      return directory
+  looked = ", ".join(str(d) for d in candidates)
+  raise FileNotFoundError(
+      f"ListOps {config.test_file} and {config.valid_file} not found: looked in {looked}. Set"
+      f" --config.data_dir (or the environment variable {mnist.DATA_ROOT_VARIABLE}, a directory holding"
+      " listops/) to the directory holding them (the d20s release of Nangia & Bowman 2018), or point"
+      f" --config.valid_file / --config.test_file at them; a validation split can also be generated with"
+      f" {GENERATOR_HINT}."
+  )
+
+
+def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dict[str, str]]:
+  """Train/valid/test examples of length <= max_length, and where each split came from."""
   if config.dataset == "synthetic":
     test = listops.generate(60, config.data_seed + 2)
     valid = listops.generate(60, config.data_seed + 1, set(test))
     train = listops.generate(config.num_train_examples, config.data_seed, set(test) | set(valid))
     splits = {"train": train, "valid": valid, "test": test}
   else:
-    data_dir = pathlib.Path(config.data_dir or ".")
+    data_dir = _data_dir(config)
     paths = {"valid": data_dir / config.valid_file, "test": data_dir / config.test_file}
-    for split, path in paths.items():
-      if not path.is_file():
-        raise FileNotFoundError(
-            f"ListOps {split} file not found at {path}: set --config.data_dir to the directory"
-            f" holding {config.test_file} and {config.valid_file} (the d20s release of Nangia &"
-            f" Bowman 2018), or point --config.{split}_file at it; a validation split can also"
-            f" be generated with {GENERATOR_HINT}."
-        )
+    logging.info("ListOps valid and test files read from %s", data_dir.resolve())
     splits = {split: listops.read_lines(path) for split, path in paths.items()}
     splits["train"], train_source = _train_lines(config, paths["test"])
-    sources = {**{split: str(path) for split, path in paths.items()}, "train": train_source}
+    sources = {**{split: str(path.resolve()) for split, path in paths.items()}, "train": train_source}
   if config.dataset == "synthetic":
     sources = {split: f"generated {split} data" for split in splits}
   data = {
@@ -121,7 +135,7 @@ def load_data(config: ConfigDict) -> dict[str, list[listops.Example]]:
       raise InvalidDataError(f"{sources[split]}: no {split} example of length <= {config.max_length} (the model is"
                              " selected on valid and reported on test): give a file with such lines.")
   common.require_batch_fits(config, len(data["train"]), f"training examples of length <= {config.max_length}")
-  return data
+  return data, sources
 
 
 PAPER_LEARNING_RATES = tuple(round(0.1 * k, 1) for k in range(1, 11))  # {0.1, 0.2, ..., 1.0}
@@ -228,9 +242,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   estimator = validate(config)
   chosen = population.members(config, HYPERPARAMETERS, paper_search)
   population.check_schedule_floor(config, chosen)
-  data = load_data(config)
+  data, sources = load_data(config)
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
-  path = common.prepare_workdir(workdir, config)
+  path = common.prepare_workdir(workdir, config, data_used=sources)
   steps_per_epoch = len(data["train"]) // config.batch_size
   num_steps = config.num_epochs * steps_per_epoch
   finished = common.finished_results(path, num_steps)

@@ -68,14 +68,15 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   return estimator
 
 
-def load_data(config: ConfigDict) -> dict[str, np.ndarray]:
-  data = mnist.load(
+def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
+  """The binarized MNIST splits and where they were found."""
+  data, source = mnist.load_with_source(
       config.data_dir or None,
       download=config.download,
       synthetic_data=config.dataset == "synthetic",
   )
   common.require_batch_fits(config, len(data["train"]), "training images")
-  return data
+  return data, source
 
 
 PAPER_LEARNING_RATES = tuple(k * 1e-4 for k in range(5, 51))  # {5, 6, ..., 50} x 1e-4
@@ -349,8 +350,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   estimator = validate(config)
   chosen = population.members(config, HYPERPARAMETERS, paper_search)
   population.check_schedule_floor(config, chosen)
-  data = load_data(config)
-  path = common.prepare_workdir(workdir, config)
+  data, source = load_data(config)
+  path = common.prepare_workdir(workdir, config, data_used={split: source for split in data})
   finished = common.finished_results(path, config.num_steps)
   if finished is not None:
     return finished

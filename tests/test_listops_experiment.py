@@ -126,12 +126,12 @@ def test_a_stale_training_cache_is_regenerated(tmp_path, caplog):
   wrong size (a truncated or hand-edited file) is generated again, with a warning."""
   config = listops_L10.get_config()
   config.data_dir, config.cache_dir, config.num_train_examples = str(_data_dir(tmp_path)), str(tmp_path / "c"), 50
-  fresh = listops_experiment.load_data(config)["train"]
+  fresh = listops_experiment.load_data(config)[0]["train"]
   (cache,) = (tmp_path / "c").iterdir()
   assert cache.name.endswith(f"_generator{listops.GENERATOR_VERSION}.tsv")
   cache.write_text("\n".join(cache.read_text().splitlines()[:7]) + "\n")
   with caplog.at_level("WARNING"):
-    again = listops_experiment.load_data(config)["train"]
+    again = listops_experiment.load_data(config)[0]["train"]
   assert again == fresh and any("holds 7 lines, not 50" in r.getMessage() for r in caplog.records)
   assert len(cache.read_text().splitlines()) == 50
 
@@ -164,7 +164,7 @@ def test_bad_bytes_labels_and_caches_are_one_line_each(tmp_path):
   with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(valid))}:1: the label must be an integer in 0..9"):
     listops_experiment.load_data(config)
   valid.write_bytes(b"\xef\xbb\xbf" + good)
-  assert len(listops_experiment.load_data(config)["valid"]) > 0
+  assert len(listops_experiment.load_data(config)[0]["valid"]) > 0
   (cache,) = (tmp_path / "c").iterdir()
   cache.write_text("x\tbroken\n" * 50)
   with pytest.raises(InvalidDataError, match="a cache of generated data: delete it to generate it again"):
@@ -174,3 +174,25 @@ def test_bad_bytes_labels_and_caches_are_one_line_each(tmp_path):
   config.cache_dir = str(blocked / "sub")
   with pytest.raises(common.ConfigError, match=r"^config\.cache_dir="):
     listops_experiment.load_data(config)
+
+
+def test_gr_jax_data_finds_listops_and_config_json_records_the_data(tmp_path, monkeypatch):
+  """The data root convention of MNIST: $GR_JAX_DATA/listops when data_dir is empty."""
+  root = tmp_path / "root"
+  root.mkdir()
+  _data_dir(tmp_path).rename(root / "listops")
+  monkeypatch.setenv("GR_JAX_DATA", str(root))
+  config = listops_L10.get_config()
+  config.data_dir, config.cache_dir, config.num_train_examples = "", str(tmp_path / "c"), 60
+  data, sources = listops_experiment.load_data(config)
+  assert sources["test"] == str((root / "listops" / "test_d20s.tsv").resolve()) and len(data["test"]) > 0
+  monkeypatch.setenv("GR_JAX_DATA", str(tmp_path / "elsewhere"))
+  with pytest.raises(FileNotFoundError, match=r"looked in .*elsewhere/listops, \.\. Set --config\.data_dir"):
+    listops_experiment.load_data(config)
+  monkeypatch.setenv("GR_JAX_DATA", str(root))
+  workdir = tmp_path / "run"
+  run_main("configs/listops_L10.py", workdir, *TINY, "dataset=listops", "num_epochs=1", "data_dir=",
+           f"cache_dir={tmp_path / 'c'}")
+  recorded = json.loads((workdir / "config.json").read_text())["data_used"]
+  assert recorded["valid"] == str((root / "listops" / "valid_d20s_1k.tsv").resolve())
+  assert str(tmp_path / "c") in recorded["train"]

@@ -47,6 +47,7 @@ def test_two_step_run_writes_outputs(tmp_path):
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=gr_mc10")
   config = json.loads((tmp_path / "config.json").read_text())
   assert config["num_steps"] == 2 and config["estimator"] == "gr_mc10"
+  assert config["data_used"] == {"train": "synthetic data", "valid": "synthetic data", "test": "synthetic data"}
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert {r["step"] for r in records} == {1, 2}
   assert any("log10_grad_variance" in r for r in records)
@@ -285,7 +286,7 @@ def test_long_evaluations_report_progress(caplog):
                                                1), config, members)
   evaluator = vae.Evaluator(task, trainer)
   evaluator.report_every_seconds = 0.0
-  images = vae.load_data(config)["test"][:40]
+  images = vae.load_data(config)[0]["test"][:40]
   with caplog.at_level("INFO"):
     nll = evaluator.nll(trainer.init_state(), images, 50_000, 3, "test")  # a late step: the key salt fits
   lines = [r.getMessage() for r in caplog.records if "evaluating test" in r.getMessage()]

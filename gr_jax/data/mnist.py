@@ -172,7 +172,23 @@ def load(
     synthetic_data: bool = False,
     url: str = AMAT_URL,
 ) -> dict[str, np.ndarray]:
-  """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``.
+  """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``: :func:`load_with_source`'s data."""
+  return load_with_source(data_dir, cache_dir=cache_dir, download=download, synthetic_data=synthetic_data,
+                          url=url)[0]
+
+
+def load_with_source(
+    data_dir: str | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    download: bool = False,
+    synthetic_data: bool = False,
+    url: str = AMAT_URL,
+) -> tuple[dict[str, np.ndarray], str]:
+  """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``, and where it was found.
+
+  Looks in ``data_dir``, then ``$GR_JAX_DATA/binarized_mnist``, then the cache;
+  then (``download=True``) tensorflow-datasets or the .amat files.
 
   Args:
     data_dir: a directory with ``binarized_mnist.npz`` or the three .amat files.
@@ -186,7 +202,7 @@ def load(
     InvalidDataError: a file holds something else (named in the message).
   """
   if synthetic_data:
-    return synthetic()
+    return synthetic(), "synthetic data"
   cache = pathlib.Path(cache_dir) if cache_dir else DEFAULT_CACHE
   candidates = [pathlib.Path(data_dir)] if data_dir else []
   if os.environ.get(DATA_ROOT_VARIABLE):
@@ -200,19 +216,19 @@ def load(
       if data_dir and directory != candidates[0]:
         logging.warning("data_dir %s holds no binarized MNIST; using the copy in %s", data_dir, directory)
       logging.info("binarized MNIST loaded from %s", directory)
-      return found
+      return found, str(directory)
   errors = []
   if download:
     try:
       data = _verify(_from_tfds(), "tensorflow-datasets binarized_mnist")
       logging.info("binarized MNIST loaded from tensorflow-datasets and verified")
-      return data
+      return data, "tensorflow-datasets binarized_mnist"
     except ImportError:
       pass  # not installed: the .amat files
     except Exception as e:  # noqa: BLE001 - fall back to the .amat download
       errors.append(f"tensorflow-datasets: {type(e).__name__}: {e}")
     try:
-      return _download_amat(cache, url)
+      return _download_amat(cache, url), f"{url.format(split='*')} (cached in {cache})"
     except OSError as e:
       errors.append(f"{url.format(split='*')}: {getattr(e, 'reason', e)}")
   raise DataNotFoundError(
