@@ -2,7 +2,7 @@
 
 import ml_collections
 
-from experiments.population import population_config
+from configs.population import population_config
 
 
 def listops_config(max_length: int) -> ml_collections.ConfigDict:

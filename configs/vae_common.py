@@ -2,7 +2,7 @@
 
 import ml_collections
 
-from experiments.population import population_config
+from configs.population import population_config
 
 
 def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:

@@ -11,6 +11,7 @@ import difflib
 import importlib.util
 import logging as python_logging
 import pathlib
+import re
 import sys
 
 from absl import app, flags, logging
@@ -23,7 +24,11 @@ EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/*.py).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, checkpoints and results.")
-flags.mark_flags_as_required(["config", "workdir"])
+_LIST_FIELDS = flags.DEFINE_boolean(
+    "list_fields", False, "Print every field of --config (with the overrides) and its comment, then exit.")
+flags.mark_flags_as_required(["config"])
+
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 _PROJECT_DIRS = tuple(str(pathlib.Path(__file__).resolve().parents[1] / d) for d in ("experiments", "gr_jax"))
@@ -46,8 +51,13 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if flags.FLAGS.verbosity < 1:
     logging.get_absl_handler().addFilter(_ProjectInfoOnly())
-  population.initialize_distributed()  # GR_JAX_DISTRIBUTED=1: a multi-host job
   config = _CONFIG.value
+  if _LIST_FIELDS.value:
+    print(field_listing(config, config_flags.get_config_filename(flags.FLAGS["config"]).split(":")[0]))
+    return
+  if not _WORKDIR.value:
+    sys.exit("error: --workdir is required: the directory for the run's metrics, checkpoints and results.")
+  population.initialize_distributed()  # GR_JAX_DISTRIBUTED=1: a multi-host job
   experiment = config.get("experiment")
   if experiment not in EXPERIMENTS:
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
@@ -70,6 +80,46 @@ def main(argv):
     sys.exit(130)
 
 
+_ASSIGNMENT = re.compile(r"^\s*config\.(\w+) = [^#]*?(?:\s+#\s*(.*))?$")
+
+
+def _field_comments(config_file: str) -> dict[str, str]:
+  """Each config field's comment (inline, else the comment lines just above it).
+
+  Read from the config file and the modules of configs/ it imported. Fields of
+  the ``population`` sub-config (configs/population.py) are named
+  ``population.FIELD``.
+  """
+  configs_dir = str(_ROOT / "configs")
+  imported = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
+  files = [pathlib.Path(config_file)]
+  files += sorted(pathlib.Path(f) for f in imported if f and f.startswith(configs_dir) and f != config_file)
+  comments = {}
+  for file in files:
+    prefix = "population." if file.stem == "population" else ""
+    above: list[str] = []
+    for line in file.read_text().splitlines():
+      stripped = line.strip()
+      if stripped.startswith("#"):
+        above.append(stripped.lstrip("# "))
+        continue
+      match = _ASSIGNMENT.match(line)
+      if match and (match.group(2) or above):
+        comments.setdefault(prefix + match.group(1), match.group(2) or " ".join(above))
+      above = []
+  return comments
+
+
+def field_listing(config, config_file: str) -> str:
+  """Every field of ``config`` (dotted names), its value and its comment, one per line."""
+  comments = _field_comments(config_file)
+  lines = []
+  for field, value in common.flatten(config.to_dict()).items():
+    comment = comments.get(field)
+    lines.append(f"{field} = {value!r}" + (f"  # {comment}" if comment else ""))
+  return "\n".join(lines)
+
+
 def _config_fields(argv) -> list[str]:
   """The dotted field names of the config file named by --config (for suggestions)."""
   paths = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
@@ -78,18 +128,21 @@ def _config_fields(argv) -> list[str]:
   spec = importlib.util.spec_from_file_location("_config_for_suggestions", paths[-1])
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return list(module.get_config().to_dict())
+  return list(common.flatten(module.get_config().to_dict()))
 
 
 def _parse_flags(argv):
   """absl's flag parsing, with an unknown --config.FIELD reported in one line."""
   try:
     return flags.FLAGS(argv)
-  except AttributeError as e:  # ml_collections: no such field
-    unknown = str(e).strip("\"'")
-    close = difflib.get_close_matches(unknown, _config_fields(argv), n=3)
+  except AttributeError:  # ml_collections: no such field
+    fields = _config_fields(argv)
+    given = [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
+    unknown = next((f for f in given if f not in fields), given[-1] if given else "?")
+    close = difflib.get_close_matches(unknown, fields, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "."
-    sys.exit(f"error: --config.{unknown}: the config has no field {unknown!r}{hint}")
+    sys.exit(f"error: --config.{unknown}: the config has no field {unknown!r}{hint}"
+             " (python -m experiments.main --config=FILE --list_fields lists them)")
   except flags.Error as e:
     sys.exit(f"error: {e}")
 

@@ -147,7 +147,13 @@ def test_resume_drops_a_partial_metrics_line_and_library_logs_stay_quiet(tmp_pat
 def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
   typo = run_main("configs/vae_16ary.py", tmp_path / "a", "tua=0.3", check=False)
   assert typo.returncode != 0 and "Traceback" not in typo.stderr
-  assert typo.stderr.strip().splitlines()[-1] == "error: --config.tua: the config has no field 'tua'; did you mean tau?"
+  hint = " (python -m experiments.main --config=FILE --list_fields lists them)"
+  assert typo.stderr.strip().splitlines()[-1] == f"error: --config.tua: the config has no field 'tua'; did you mean tau?{hint}"
+  for given, expected in [("estimater=st_gs", "'estimater'; did you mean estimator?"),
+                          ("population.sise=2", "'population.sise'; did you mean population.size")]:
+    typo = run_main("configs/vae_16ary.py", tmp_path / "a", given, check=False)
+    (last,) = typo.stderr.strip().splitlines()
+    assert expected in last and "\\n" not in last and "\\'" not in last, last
   data_dir = tmp_path / "data"
   data_dir.mkdir()
   np.savez(data_dir / "binarized_mnist.npz", **{s: np.full((30, 784), 0.5, np.float32) for s in ("train", "valid", "test")})
@@ -444,3 +450,13 @@ def test_a_signal_in_the_last_block_or_the_final_evaluation_stops_cleanly(tmp_pa
   assert not (tmp_path / "run" / "results.json").exists()
   run_main("configs/vae_16ary.py", tmp_path / "run", *quiet)
   assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 300
+
+
+def test_list_fields_prints_every_field_with_its_comment(tmp_path):
+  command = [sys.executable, "-m", "experiments.main", "--config=configs/vae_16ary.py", "--list_fields",
+             "--config.tau=0.3"]
+  listing = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True).stdout
+  lines = dict(line.split(" = ", 1) for line in listing.splitlines())
+  assert lines["tau"] == "0.3" and lines["estimator"].startswith("'gr_mc100'  # Estimator: a name accepted by")
+  assert lines["population.vectorize"].startswith("'auto'  # ") and "kernel_init" in lines
+  assert not (tmp_path / "run").exists()
