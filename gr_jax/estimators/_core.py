@@ -54,6 +54,9 @@ def _check_tau(tau: Any, logits: Array):
     dtype = jnp.result_type(tau)
   except TypeError:
     dtype = None
+  if isinstance(tau, (list, tuple)):
+    raise ValueError(f"tau must be a number or an array, not a {type(tau).__name__}: pass an array"
+                     f" (jnp.asarray({tau!r})) of shape broadcastable to {variable_shape}.")
   if isinstance(tau, bool) or dtype is None or not jnp.issubdtype(dtype, jnp.number):
     raise ValueError(f"tau must be a real number > 0 or an array of them; got {tau!r}.")
   shape = np.shape(tau)
@@ -68,7 +71,7 @@ def _check_tau(tau: Any, logits: Array):
     )
   value = _concrete(tau)
   if value is not None and not np.all(np.isfinite(value) & (value > 0)):
-    bad = value.flat[np.argmin(np.isfinite(value.ravel()) & (value.ravel() > 0))]
+    bad = value.flat[np.argmin(np.isfinite(value.ravel()) & (value.ravel() > 0))].item()
     raise ValueError(f"tau must be finite and > 0; got tau={bad!r}.")
   if isinstance(tau, (int, float)):
     return tau

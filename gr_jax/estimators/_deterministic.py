@@ -5,6 +5,8 @@ Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -136,7 +138,7 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
     # -log(1 - p) / p, which tends to 1 as p -> 0 and to +inf as p -> 1.
     gap = jnp.where(prob > 0.0, -jnp.log1p(-prob) / jnp.where(prob > 0.0, prob, 1.0), 1.0)
   else:
-    gap = 1.0
+    gap = gap_rule
   perturbed = jnp.where(is_top, max_logit, jnp.minimum(logits, max_logit - gap))
   # The perturbation x - theta is held fixed: x moves with the logits, one for one.
   moving = jnp.where(jnp.isneginf(logits), 0.0, logits - jax.lax.stop_gradient(logits))
@@ -147,7 +149,7 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
 _gapped_straight_through = _one_hot_estimator(_gapped_backward)
 
 
-def gapped_straight_through(key: Array, logits: Array, *, tau=1.0, gap="1.0") -> Array:
+def gapped_straight_through(key: Array, logits: Array, *, tau=1.0, gap: float | str = 1.0) -> Array:
   r"""Gapped straight-through (GST-1.0 and GST-p), Fan et al. (ICML 2022).
 
   ST-GS with the Gumbel perturbation replaced by a deterministic one that
@@ -171,13 +173,14 @@ def gapped_straight_through(key: Array, logits: Array, *, tau=1.0, gap="1.0") ->
     logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
     tau: temperature > 0, a number or an array broadcastable to
       ``logits.shape[:-1] + (1,)`` (may be traced).
-    gap: "1.0" (GST-1.0) or "p" (GST-p).
+    gap: a fixed gap > 0 (1.0: GST-1.0) or "p" (GST-p).
 
   Returns:
     An exact one-hot sample of the shape and dtype of ``logits``.
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  if gap not in ("1.0", "p"):
-    raise ValueError(f'gap must be "1.0" (GST-1.0) or "p" (GST-p); got gap={gap!r}.')
-  return _gapped_straight_through(key, logits, tau, (gap,))
+  fixed = isinstance(gap, (int, float)) and not isinstance(gap, bool) and math.isfinite(gap) and gap > 0
+  if not fixed and gap != "p":
+    raise ValueError(f'gap must be a number > 0 (1.0: GST-1.0) or "p" (GST-p); got gap={gap!r}.')
+  return _gapped_straight_through(key, logits, tau, (float(gap) if fixed else gap,))

@@ -84,7 +84,7 @@ _FIXED = (
     Estimator("gr_exact", gumbel_rao_exact, "gumbel_rao", binary_only=True),
     Estimator("zgr", zgr, "deterministic"),
     Estimator("reinmax", reinmax, "deterministic"),
-    Estimator("gst", gapped_straight_through, "deterministic", options=(("gap", "1.0"),)),
+    Estimator("gst", gapped_straight_through, "deterministic", options=(("gap", 1.0),)),
     Estimator("gst_p", gapped_straight_through, "deterministic", options=(("gap", "p"),)),
     Estimator("reinforce", reinforce, "score_function", score_function=True),
 )
