@@ -324,6 +324,15 @@ def lock_workdir(path: pathlib.Path) -> None:
   _LOCKS[path] = handle
 
 
+def unlock_workdirs() -> None:
+  """Removes this process's workdir locks (a run that ended normally leaves no .lock behind)."""
+  for path, handle in list(_LOCKS.items()):
+    with contextlib.suppress(OSError):
+      (path / ".lock").unlink()
+    handle.close()
+    del _LOCKS[path]
+
+
 def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] | None = None) -> pathlib.Path:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 

@@ -311,6 +311,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "steps": num_steps,
       "num_epochs": config.num_epochs,
       "trained_steps": run.last_step,
+      **run.record(),
       "estimator": config.estimator,
       "tau_schedule": config.tau_schedule,
       "batch_size": config.batch_size,

@@ -63,6 +63,7 @@ def main(argv):
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
   try:
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
+    common.unlock_workdirs()
   except (common.ConfigError, FileNotFoundError, InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")

@@ -30,6 +30,8 @@ import itertools
 import math
 import os
 import pathlib
+import subprocess
+import time
 from typing import Any, Callable, Sequence
 
 import jax
@@ -207,6 +209,23 @@ def initialize_distributed() -> None:
     jax.distributed.initialize()
 
 
+def software_record() -> dict:
+  """The versions that trained a run, and the clone's git commit when run from one."""
+  import flax
+  import optax
+
+  record = {"versions": {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}}
+  root = pathlib.Path(__file__).resolve().parents[1]
+  if (root / ".git").exists():
+    def git(*args):
+      result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+      return result.stdout.strip() if result.returncode == 0 else None
+    commit = git("rev-parse", "HEAD")
+    if commit:
+      record["git_commit"] = commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+  return record
+
+
 def device_name() -> str:
   """E.g. "NVIDIA H200 x1 (gpu)" or "cpu x1 (cpu)": what trained the population."""
   return f"{jax.devices()[0].device_kind} x{len(jax.devices())} ({jax.default_backend()})"
@@ -372,21 +391,25 @@ class Run:
     self.member_ids = [m.index for m in trainer.chosen]
     self.progress = common.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
+    self.train_seconds = 0.0  # this process's training (a resumed run's earlier sessions are not counted)
 
   def train(self, hooks: Sequence[Hook]) -> dict:
     """Trains to ``task.num_steps`` (or until every member has diverged); returns the final state."""
     trainer, config = self.trainer, self.trainer.config
     last, state, step = trainer.task.num_steps, self.state, self.start
+    t0 = time.perf_counter()
     devices = len(jax.devices())
     logging.info("%d member%s (%s over members, %d device%s%s), steps %d..%d in blocks of up to %d",
                  trainer.size, "s" * (trainer.size > 1), trainer.vectorize, devices, "s" * (devices > 1),
                  ", data parallel" if trainer.data_parallel else "", step + 1, last, config.steps_per_call)
-    boundaries = [h.every for h in hooks if h.every] + ([config.checkpoint_every] if config.checkpoint_every else [])
+    # Blocks end where periodic work is due, and at every log_every step, so that the
+    # console shows progress at the interval asked for.
+    boundaries = [h.every for h in hooks if h.every] + [e for e in (config.checkpoint_every, config.log_every) if e]
     while step < last:
       if self.stop.requested:
         self.stop.stop(self.checkpointer, self.writer, step, state)
       end = min(last, step + config.steps_per_call)
-      for every in boundaries:  # end blocks where periodic work is due
+      for every in boundaries:
         end = min(end, (step // every + 1) * every)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
@@ -405,7 +428,12 @@ class Run:
       self.stop.stop(self.checkpointer, self.writer, step, state)
     self.checkpointer.save(step, state)
     self.state, self.last_step = state, step
+    self.train_seconds = time.perf_counter() - t0
     return state
+
+  def record(self) -> dict:
+    """results.json's record of this process's training: wall time and the steps it covers."""
+    return {"training_wall_time_s": round(self.train_seconds, 3), "training_wall_time_steps": [self.start, self.last_step]}
 
   def check_stop(self) -> None:
     """After training (the final evaluation): raises Interrupted if SIGINT / SIGTERM arrived; the trained
@@ -474,7 +502,8 @@ def finish(path: pathlib.Path, config: ConfigDict, reports: list[dict], metric: 
            common_results: dict, columns: Sequence[str]) -> dict:
   """Writes results.json (the selected member's results, plus every member's) and summary.md."""
   common_results = {**common_results, "population_size": population_size(config),
-                    "shard": [config.population.shard_index, config.population.num_shards], "device": device_name()}
+                    "shard": [config.population.shard_index, config.population.num_shards], "device": device_name(),
+                    **software_record()}
   return write_results(path, reports, metric, mode, common_results, columns)
 
 
@@ -489,8 +518,20 @@ def write_results(path: pathlib.Path, reports: list[dict], metric: str, mode: st
   results.pop("member", None)
   results.pop("final", None)
   common.write_json_atomic(path / "results.json", results)
-  common.write_text_atomic(path / "summary.md", summary_table(reports, metric, mode, columns))
+  common.write_text_atomic(path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns))
   return results
+
+
+def run_line(common_results: dict) -> str:
+  """summary.md's first line: what the run was (so that the file can be read alone)."""
+  parts = [f"estimator {common_results['estimator']}"] if "estimator" in common_results else []
+  parts += [f"{common_results['steps']} steps"] if "steps" in common_results else []
+  parts += [f"{common_results['num_epochs']} epochs"] if "num_epochs" in common_results else []
+  parts += [f"batch size {common_results['batch_size']}"] if "batch_size" in common_results else []
+  if "num_eval_samples" in common_results:
+    parts.append(f"bounds: IWAE M = {common_results['num_eval_samples']} on {common_results['num_eval_examples']}"
+                 " images per split")
+  return ("Run: " + ", ".join(parts) + ".\n\n") if parts else ""
 
 
 def summary_table(reports: Sequence[dict], metric: str, mode: str, columns: Sequence[str]) -> str:

@@ -379,19 +379,27 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     logging.info("step %d: %s (%.0fs)", step, " ".join(f"{k}={np.mean(v):.3f}" for k, v in metrics.items()),
                  time.perf_counter() - t0)
 
-  def periodic_eval(step, state):
-    t0 = time.perf_counter()
-    nll = evaluator.nll(state, valid, step, config.periodic_eval_samples, "valid")
-    # The IWAE cost is linear in images x M: extrapolate the final evaluation's.
-    seconds_per_unit = (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
+  def expect_final_evaluation(seconds_per_unit):
+    """The final evaluation's duration in the ETA: the IWAE cost is linear in images x M x members."""
     samples = selection_samples(config)
     per_image = trainer.size * samples + (config.num_eval_samples if samples != config.num_eval_samples else 0)
     run.progress.final_seconds = seconds_per_unit / trainer.size * (len(valid) + len(test)) * per_image
+
+  def periodic_eval(step, state):
+    t0 = time.perf_counter()
+    nll = evaluator.nll(state, valid, step, config.periodic_eval_samples, "valid")
+    expect_final_evaluation((time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples))
     run.write(step, "valid", {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)})
     logging.info("step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, population.describe(nll))
 
   measure_every = math.gcd(config.variance_every, config.mse_every)
   hooks = [population.Hook(measure_every, measure), population.Hook(config.eval_every, periodic_eval, False)]
+  if run.start < config.num_steps:  # one timed batch, so that the ETA counts the final evaluation from the start
+    probe = valid[: config.eval_batch_size]
+    evaluator.nll(run.state, probe, 0, config.periodic_eval_samples)  # compiles
+    t0 = time.perf_counter()
+    evaluator.nll(run.state, probe, 0, config.periodic_eval_samples)
+    expect_final_evaluation((time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples))
   state = run.train(hooks)
   evaluator.check_stop = run.check_stop  # SIGINT / SIGTERM during the final evaluation: stop cleanly
   t0 = time.perf_counter()
@@ -400,6 +408,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   results = population.finish(path, config, reports, *SELECTION, {
       "steps": config.num_steps,
       "trained_steps": run.last_step,
+      **run.record(),
       "estimator": config.estimator,
       "tau_schedule": config.tau_schedule,
       "batch_size": config.batch_size,

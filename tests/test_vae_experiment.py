@@ -44,7 +44,12 @@ def _members(workdir, step):
 
 
 def test_two_step_run_writes_outputs(tmp_path):
-  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=gr_mc10")
+  result = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=gr_mc10")
+  # A progress line at every log_every step (not one per steps_per_call block), each ETA with
+  # the final evaluation in it from the first.
+  progress = [line for line in result.stderr.splitlines() if "steps/s  ETA" in line]
+  assert ["step 1/2" in progress[0], "step 2/2" in progress[1]] == [True, True]
+  assert all("+ final evaluation ~" in line for line in progress), progress
   config = json.loads((tmp_path / "config.json").read_text())
   assert config["num_steps"] == 2 and config["estimator"] == "gr_mc10"
   assert config["data_used"] == {"train": "synthetic data", "valid": "synthetic data", "test": "synthetic data"}
@@ -58,6 +63,13 @@ def test_two_step_run_writes_outputs(tmp_path):
   for key in ("valid_nll", "test_nll", "steps", "estimator", "tau", "batch_size", "seed"):
     assert key in results
   assert results["steps"] == 2 and np.isfinite(results["test_nll"])
+  # The run's record: versions, the clone's commit, this process's training time; no lock left.
+  assert set(results["versions"]) == {"jax", "flax", "optax"} and results["versions"]["jax"] == jax.__version__
+  assert (ROOT / ".git").exists() <= (len(results.get("git_commit", "")) >= 40)
+  assert results["training_wall_time_s"] > 0 and results["training_wall_time_steps"] == [0, 2]
+  summary = (tmp_path / "summary.md").read_text()
+  assert summary.startswith("Run: estimator gr_mc10, 2 steps, batch size 20, bounds: IWAE M = 20 on 50 images")
+  assert not (tmp_path / ".lock").exists()
 
 
 def test_exponential_tau_schedule(tmp_path):
