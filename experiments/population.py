@@ -489,7 +489,7 @@ def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
 def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
   """The results line of the selected member, or one line saying why no member could be selected."""
   if results["selected_member"] is not None:
-    logging.info("results: %s (member %s of %d)", " ".join(f"{n} {results[n]}" for n in names),
+    logging.info("results: %s (member %s of %d)", " ".join(f"{n} {results[n]:.4g}" for n in names),
                  results["selected_member"], len(results["members"]))
     return
   diverged = [m["diverged_at_step"] for m in results["members"] if m["diverged_at_step"] is not None]

@@ -13,10 +13,10 @@ difference from the full model on test — is printed and written to
 
 import json
 import pathlib
-import statistics
 
 from absl import app, flags
 
+import formatting
 import launch
 
 # Each arm reverts one choice of the default (Concrete) model to its alternative.
@@ -72,9 +72,8 @@ def main(argv):
                "test_nll": test, "test_minus_full": diff,
                "diverged": sum(m["diverged_at_step"] is not None for m in members)}
       table.append(entry)
-      spread = lambda v: f"{statistics.mean(v):.2f} ± {statistics.stdev(v) if len(v) > 1 else float('nan'):.2f}"
-      lines.append(f"| {setting} | {arm} | {len(members)} | {spread(valid)} | {spread(test)} | "
-                   f"{'-' if arm == _ARMS.value[0] else spread(diff)} |")
+      lines.append(f"| {setting} | {arm} | {formatting.seeds(len(members))} | {formatting.spread(valid)} |"
+                   f" {formatting.spread(test)} | {'-' if arm == _ARMS.value[0] else formatting.spread(diff)} |")
       print(lines[-1], flush=True)
   (out / "table.json").write_text(json.dumps(table, indent=1) + "\n")
   (out / "table.md").write_text("\n".join(lines) + "\n")

@@ -1,11 +1,15 @@
 """How the grid and reproduction scripts start a run: ``python -m experiments.main`` in its workdir."""
 
+import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
 import threading
+import time
+
+import formatting
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -21,6 +25,8 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
   stopped ends this program with one line: the run's own last line.
   """
   workdir.mkdir(parents=True, exist_ok=True)
+  start = time.perf_counter()
+  print(f"{workdir}: training (progress in {workdir / 'log.txt'}) ...", flush=True)
   command = [sys.executable, "-m", "experiments.main", f"--config={config}", f"--workdir={workdir}"]
   command += [f"--config.{o}" for o in overrides]
   with open(workdir / "log.txt", "a") as log:
@@ -39,3 +45,19 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
     lines = (workdir / "log.txt").read_text(errors="replace").strip().splitlines()
     raise SystemExit(f"error: the run in {workdir} stopped (exit {code}): {lines[-1] if lines else 'no output'}"
                      f" (its log: {workdir / 'log.txt'})")
+  print(f"{workdir}: done in {formatting.duration(time.perf_counter() - start)}; {_results_line(workdir)}",
+        flush=True)
+
+
+# The selected member's numbers that a progress line shows, when results.json has them.
+_SHOWN = ("valid_nll", "test_nll", "valid_accuracy", "test_accuracy")
+
+
+def _results_line(workdir: pathlib.Path) -> str:
+  try:
+    results = json.loads((workdir / "results.json").read_text())
+  except (OSError, ValueError):
+    return "no results.json"
+  shown = [f"{name} {formatting.significant(results[name])}" for name in _SHOWN if name in results]
+  members = len(results.get("members", []))
+  return f"selected member {results.get('selected_member')} of {members}: " + (", ".join(shown) or "-")

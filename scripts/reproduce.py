@@ -36,6 +36,7 @@ import sys
 
 from absl import app, flags
 
+import formatting
 import launch
 
 _TABLE = flags.DEFINE_enum("table", None, ["1", "2"], "The paper's table to reproduce.", required=True)
@@ -94,7 +95,6 @@ def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | Non
   """The population's results.json, training it first (or resuming it) when --run."""
   results = workdir / "results.json"
   if _RUN.value:
-    print(f"training (or reading) {workdir} ...", flush=True)
     launch.train(config, workdir, overrides)
   return json.loads(results.read_text()) if results.exists() else None
 
@@ -130,8 +130,6 @@ def _samples(row: dict) -> str:
   return str(final) if final == selection else f"{final} (selection: {selection})"
 
 
-def _hours(seconds: float | None) -> str:
-  return "-" if seconds is None else f"{seconds / 3600:.2f} h"
 
 
 def _departures(extra: list[str]) -> list[str]:
@@ -177,6 +175,7 @@ def table1(out: pathlib.Path) -> tuple[list[dict], list[str]]:
           rows.append({
               "L": length, "tau": float(tau), "clip": float(clip), "estimator": estimator,
               "test_accuracy_mean": test[0], "test_accuracy_std": test[1], "seeds": len(chosen),
+              "test_accuracy_values": [100 * m["test_accuracy"] for m in chosen],
               "selected_learning_rate": best_rate,
               "valid_accuracy_mean": 100 * statistics.mean(m["valid_accuracy"] for m in chosen),
               "diverged": sum(m["diverged_at_step"] is not None for m in results["members"]),
@@ -194,9 +193,9 @@ def table1(out: pathlib.Path) -> tuple[list[dict], list[str]]:
     clipping = f"{r['clip']:g}" if r["clip"] else "none"
     lines.append(
         f"| {r['L']} | {r['tau']:g} | {clipping} | {r['estimator']} |"
-        f" {r['test_accuracy_mean']:.1f} ± {r['test_accuracy_std']:.1f} ({r['seeds']}) |"
+        f" {formatting.spread(r['test_accuracy_values'], 1)} ({formatting.seeds(r['seeds'])}) |"
         f" {'-' if r['paper'] is None else r['paper']} | {r['selected_learning_rate']:g} ({r['valid_accuracy_mean']:.1f})"
-        f" | {r['diverged']}/{r['members']} | {r['device']} | {_hours(r['wall_seconds'])} |"
+        f" | {r['diverged']}/{r['members']} | {r['device']} | {formatting.duration(r['wall_seconds'])} |"
         f" {'; '.join(r['departures']) or 'none'} |")
   return rows, lines
 
@@ -240,7 +239,7 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
         f" {'-' if r['paper'] is None else r['paper']} | {r['valid_nll']:.1f} | {s['learning_rate']:.4f} /"
         f" {s['momentum']:.3f} / {s['weight_decay']:g} / {s['tau']:.3f} | {r['median_member_test_nll']:.1f} |"
         f" {r['diverged']}/{r['members']} | {r['steps']} | {_samples(r)} / {r['num_eval_examples']} |"
-        f" {r['device']} | {_hours(r['wall_seconds'])} | {'; '.join(r['departures']) or 'none'} |")
+        f" {r['device']} | {formatting.duration(r['wall_seconds'])} | {'; '.join(r['departures']) or 'none'} |")
   return rows, lines
 
 

@@ -24,6 +24,7 @@ import statistics
 
 from absl import app, flags
 
+import formatting
 import launch
 
 _CONFIG = flags.DEFINE_string("config", None, "Config file.", required=True)
@@ -90,9 +91,10 @@ def main(argv):
       mean = statistics.mean(values)
       std = statistics.stdev(values) if len(values) > 1 else 0.0
       entry[metric] = {"mean": mean, "std": std, "values": values}
-      cells.append(f"{mean:.2f} ± {std:.2f}")
+      cells.append(formatting.spread(values))
     table.append(entry)
-    lines.append(f"| {estimator} | {' '.join(setting) or '-'} | {len(results)} | " + " | ".join(cells) + " |")
+    lines.append(f"| {estimator} | {' '.join(setting) or '-'} | {formatting.seeds(len(results))} | "
+                 + " | ".join(cells) + " |")
   if _SELECT_BY.value:
     choose = max if _SELECT_MODE.value == "max" else min
     lines += ["", f"selected per estimator by mean {_SELECT_BY.value} ({_SELECT_MODE.value}):", ""]
@@ -103,8 +105,9 @@ def main(argv):
           key=lambda e: e[_SELECT_BY.value]["mean"],
       )
       best["selected"] = True
-      cells = [f"{best[m]['mean']:.4f} ± {best[m]['std']:.4f}" for m in _METRICS.value]
-      lines.append(f"| {estimator} | {' '.join(best['setting']) or '-'} | {best['seeds']} | " + " | ".join(cells) + " |")
+      cells = [formatting.spread(best[m]["values"], 4) for m in _METRICS.value]
+      lines.append(f"| {estimator} | {' '.join(best['setting']) or '-'} | {formatting.seeds(best['seeds'])} | "
+                   + " | ".join(cells) + " |")
   (out / "table.json").write_text(json.dumps(table, indent=2) + "\n")
   (out / "table.md").write_text("\n".join(lines) + "\n")
   print("\n".join(lines))

@@ -277,7 +277,8 @@ def test_population_resume_equals_uninterrupted_and_writes_members(tmp_path):
   records = [json.loads(l) for l in lines(whole)]
   assert sorted({r["member"] for r in records}) == [0, 1, 2]
   summary = (whole / "summary.md").read_text().splitlines()
-  assert summary[4].startswith(f"| {best['member']} |")  # sorted by validation, best first
+  assert summary[0].startswith("Run: estimator ")
+  assert summary[6].startswith(f"| {best['member']} |")  # sorted by validation, best first
 
 
 def test_job_array_slices_merge_into_the_whole_population(tmp_path):
