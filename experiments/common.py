@@ -167,21 +167,37 @@ class MetricsWriter:
   """Appends ``{"step": s, "split": name, ["member": i,] metric: value, ...}`` lines to metrics.jsonl.
 
   Each line is flushed and fsync'ed, so an interrupted run keeps everything it
-  logged. TensorBoard scalars are written too when tensorboardX is installed,
-  one TensorBoard run per population member (``tensorboard/member_<i>``).
+  logged. The same values go to TensorBoard event files (tensorboardX), one
+  TensorBoard run per population member (``tensorboard/member_<i>``): tags
+  ``SPLIT/NAME`` for the curves, ``final/SPLIT_NAME`` for the end-of-run
+  evaluation, ``hyperparameters/NAME`` at the first step, the config as text and
+  ``progress/steps_per_second`` in the top-level run. A resumed run purges the
+  events after its checkpoint's step (TensorBoard's ``purge_step``).
   """
 
-  def __init__(self, workdir: pathlib.Path):
+  # Bookkeeping values kept in metrics.jsonl but not plotted.
+  NOT_PLOTTED = frozenset({"num_samples", "epoch"})
+
+  def __init__(self, workdir: pathlib.Path, start_step: int = 0):
     self.path = workdir / "metrics.jsonl"
     self._file = open(self.path, "a")
     self._tensorboard_dir = workdir / "tensorboard"
+    self._start_step = start_step
     self._tb = {}
     try:
-      from tensorboardX import SummaryWriter  # optional: pip install gr_jax[tensorboard]
+      from tensorboardX import SummaryWriter
 
       self._summary_writer = SummaryWriter
     except ImportError:
       self._summary_writer = None
+      logging.info("TensorBoard event files are off (tensorboardX is not installed): pip install tensorboardX"
+                   " to write them; metrics.jsonl has every value.")
+
+  def _board(self, member: int | None):
+    if member not in self._tb:
+      run = self._tensorboard_dir / (f"member_{member}" if member is not None else "")
+      self._tb[member] = self._summary_writer(str(run), purge_step=self._start_step or None)
+    return self._tb[member]
 
   def truncate_after(self, step: int) -> None:
     """Drops lines of steps after ``step`` and the final evaluation's lines (``"final": true``): a resumed
@@ -214,12 +230,25 @@ class MetricsWriter:
     self._file.flush()
     os.fsync(self._file.fileno())
     if self._summary_writer is not None:
-      if member not in self._tb:
-        run = self._tensorboard_dir / (f"member_{member}" if member is not None else "")
-        self._tb[member] = self._summary_writer(str(run))
+      board = self._board(member)
       for name, value in metrics.items():
-        self._tb[member].add_scalar(f"{split}/{name}", float(value), int(step))
-      self._tb[member].flush()
+        if name not in self.NOT_PLOTTED:
+          board.add_scalar(f"final/{split}_{name}" if final else f"{split}/{name}", float(value), int(step))
+      board.flush()
+
+  def describe_run(self, config: dict, hyperparameters: dict[int, dict[str, float]]) -> None:
+    """TensorBoard: the config (text, top-level run) and each member's hyperparameters (scalars at the first step)."""
+    if self._summary_writer is None:
+      return
+    self._board(None).add_text("config", "```\n" + json.dumps(strict_json(config), indent=2, sort_keys=True) + "\n```",
+                               self._start_step)
+    for member, values in hyperparameters.items():
+      for name, value in values.items():
+        self._board(member).add_scalar(f"hyperparameters/{name}", float(value), self._start_step)
+
+  def write_progress(self, step: int, steps_per_second: float) -> None:
+    if self._summary_writer is not None and math.isfinite(steps_per_second):
+      self._board(None).add_scalar("progress/steps_per_second", steps_per_second, int(step))
 
   def close(self) -> None:
     self._file.close()
@@ -481,7 +510,7 @@ def start_or_resume(path: pathlib.Path, init_state: Any) -> tuple[Checkpointer, 
   run are dropped: the resumed run logs them again.
   """
   checkpointer, state, start = _restore_latest_good(path, init_state)
-  writer = MetricsWriter(path)
+  writer = MetricsWriter(path, start)
   if start:
     logging.info("resumed from the checkpoint at step %d", start)
   else:
@@ -552,7 +581,8 @@ class ProgressLogger:
     self.final_seconds = None
     self._t0, self._s0 = time.perf_counter(), first_step
 
-  def log(self, step: int, note: str = "", **metrics: float) -> None:
+  def log(self, step: int, note: str = "", **metrics: float) -> float:
+    """Logs the progress line; returns the rate (steps/s)."""
     elapsed = time.perf_counter() - self._t0
     rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
     eta = (self.last_step - step) / rate if rate > 0 else float("nan")
@@ -561,3 +591,4 @@ class ProgressLogger:
     values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
     logging.info("step %d/%d  %.1f steps/s  ETA %.0fs%s  %s%s", step, self.last_step, rate, eta_total, final, note,
                  values)
+    return rate

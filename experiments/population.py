@@ -391,6 +391,7 @@ class Run:
     self.member_ids = [m.index for m in trainer.chosen]
     self.progress = common.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
+    self.writer.describe_run(trainer.config.to_dict(), {m.index: m.hyperparameters for m in trainer.chosen})
     self.train_seconds = 0.0  # this process's training (a resumed run's earlier sessions are not counted)
 
   def train(self, hooks: Sequence[Hook]) -> dict:
@@ -442,17 +443,24 @@ class Run:
       self.close()
       raise common.Interrupted(self.stop.signum, self.last_step)
 
+  # Logged at their value at the step; every other train metric is averaged over the
+  # log_every steps up to it (one minibatch alone makes a noisy curve).
+  POINT_METRICS = ("tau",)
+
   def _log(self, first: int, last: int, metrics: dict, alive: np.ndarray, every: int):
     steps = [s for s in range(first, last + 1) if (every and s % every == 0) or s == self.trainer.task.num_steps]
+    previous = first - 1
     for step in steps:
-      column = step - first
+      window = slice(max(previous, step - every if every else previous) - first + 1, step - first + 1)
+      values = {k: v[:, step - first] if k in self.POINT_METRICS else v[:, window].mean(axis=1)
+                for k, v in metrics.items()}
       for i, member in enumerate(self.member_ids):
-        self.writer.write(step, "train", member=member, **{k: v[i, column] for k, v in metrics.items()})
+        self.writer.write(step, "train", member=member, **{k: v[i] for k, v in values.items()})
+      previous = step
     if steps:
-      column = steps[-1] - first
-      shown = {k: float(np.mean(metrics[k][alive, column])) if alive.any() else float("nan") for k in self.log_names}
+      shown = {k: float(np.mean(values[k][alive])) if alive.any() else float("nan") for k in self.log_names}
       note = f"{alive.sum()}/{len(alive)} members alive, their mean: " if self.trainer.size > 1 else ""
-      self.progress.log(steps[-1], note=note, **shown)
+      self.writer.write_progress(steps[-1], self.progress.log(steps[-1], note=note, **shown))
 
   def write(self, step: int, split: str, values: dict[str, np.ndarray], final: bool = False) -> None:
     """One metrics line per member: ``values`` maps names to ``[P]`` arrays (``final``: see MetricsWriter.write)."""

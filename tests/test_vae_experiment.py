@@ -472,3 +472,49 @@ def test_list_fields_prints_every_field_with_its_comment(tmp_path):
   assert lines["tau"] == "0.3" and lines["estimator"].startswith("'gr_mc100'  # Estimator: a name accepted by")
   assert lines["population.vectorize"].startswith("'auto'  # ") and "kernel_init" in lines
   assert not (tmp_path / "run").exists()
+
+
+def _tensorboard_scalars(run_dir):
+  """{tag: {step: value}} from a TensorBoard run directory's event files (TFRecord framing)."""
+  from tensorboardX.proto import event_pb2
+
+  scalars, texts = {}, set()
+  for file in sorted(run_dir.glob("events.out.tfevents.*")):
+    data = file.read_bytes()
+    offset = 0
+    while offset < len(data):
+      length = int.from_bytes(data[offset:offset + 8], "little")
+      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+      offset += 12 + length + 4
+      for value in event.summary.value:
+        if value.HasField("simple_value"):
+          scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+        else:
+          texts.add(value.tag)
+  return scalars, texts
+
+
+def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
+  """Train curves average the log_every steps (metrics.jsonl holds the same numbers); the final
+  bounds are their own tags; num_samples is not plotted; hyperparameters, steps/s and the config."""
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "log_every=2", "checkpoint_every=4",
+           "eval_every=2", "variance_every=0", "mse_every=0", "estimator=st_gs")
+  scalars, texts = _tensorboard_scalars(tmp_path / "tensorboard" / "member_0")
+  records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  train = {r["step"]: r for r in records if r["split"] == "train"}
+  assert sorted(train) == sorted(scalars["train/bound"]) == [2, 4]
+  for step in (2, 4):
+    assert scalars["train/bound"][step] == pytest.approx(train[step]["bound"], rel=1e-6)
+  assert sorted(scalars["valid/nll"]) == [2] and "valid/num_samples" not in scalars  # not at the last step
+  assert set(scalars["final/valid_nll"]) == set(scalars["final/test_nll"]) == {4}
+  assert scalars["hyperparameters/learning_rate"] == {0: pytest.approx(1e-3)}
+  top, top_texts = _tensorboard_scalars(tmp_path / "tensorboard")
+  assert sorted(top["progress/steps_per_second"]) == [2, 4] and any("config" in t for t in top_texts)
+  # The averaging: a 2-step interval's bound is the mean of the two steps' bounds, which a run
+  # logging every step writes (same seed, same data, same steps).
+  every_step = tmp_path / "every_step"
+  run_main("configs/vae_16ary.py", every_step, *TINY, "num_steps=4", "log_every=1", "checkpoint_every=4",
+           "eval_every=2", "variance_every=0", "mse_every=0", "estimator=st_gs")
+  single = {r["step"]: r["bound"] for r in map(json.loads, (every_step / "metrics.jsonl").read_text().splitlines())
+            if r["split"] == "train"}
+  assert train[4]["bound"] == pytest.approx((single[3] + single[4]) / 2, rel=1e-6)
