@@ -186,10 +186,13 @@ def _plot(path: pathlib.Path, rows, tau):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  fig, ax = plt.subplots(figsize=(6.0, 4.2))
-  for row in rows:
-    ax.scatter(row["ms"], row["mse"], s=18)
-    ax.annotate(row["name"], (row["ms"], row["mse"]), fontsize=7, xytext=(3, 2), textcoords="offset points")
+  # A legend, not labels beside the points: close estimators (gr_qmc100 / gr_mc100, zgr / reinmax)
+  # made labels overlap.
+  fig, ax = plt.subplots(figsize=(7.6, 4.2))
+  markers = "osD^v<>phX*P"
+  for i, row in enumerate(rows):
+    ax.scatter(row["ms"], row["mse"], s=24, marker=markers[i % len(markers)], label=row["name"])
+  ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
   ax.set_xscale("log")
   ax.set_yscale("log")
   ax.set_xlabel("one forward+backward, B = 20 (ms)")

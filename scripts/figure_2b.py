@@ -24,6 +24,7 @@ import jax
 from absl import app, flags
 
 import compare_estimators
+import plot_common  # noqa: F401  (quiet backend probe, Agg)
 from gr_jax import diagnostics
 
 _ESTIMATORS = flags.DEFINE_list("figure_estimators", ["st_gs", "gr_mc10", "gr_mc100", "gr_mc1000"], "Estimators.")

@@ -2,10 +2,14 @@
 
 import glob
 import json
+import logging
 import math
 import pathlib
 
 import matplotlib
+
+# JAX's backend probe ("Unable to initialize backend 'tpu'") is not news to someone plotting.
+logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

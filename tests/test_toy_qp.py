@@ -57,8 +57,9 @@ def test_tiny_cli_run_writes_maps_plots_and_resumes(tmp_path):
                "variance_summary.json"):
     assert (tmp_path / name).is_file(), name
   figures = tmp_path / "figures"
-  subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_toy_qp.py"), f"--workdir={tmp_path}",
-                  f"--out_dir={figures}"], check=True, capture_output=True, cwd=ROOT)
+  plotted = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_toy_qp.py"), f"--workdir={tmp_path}",
+                            f"--out_dir={figures}"], check=True, capture_output=True, text=True, cwd=ROOT)
+  assert "Unable to initialize backend" not in plotted.stderr
   for name in ("toy_variance_difference.png", "toy_objective.png", "toy_optimization.png"):
     assert (figures / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
   results = json.loads((tmp_path / "results.json").read_text())
