@@ -16,6 +16,7 @@ estimate, :func:`reference_gradient`).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from typing import Any, Callable, NamedTuple
@@ -143,24 +144,44 @@ def enumerate_one_hot(num_vars: int, arity: int, max_configurations: int = 2**20
   return jax.nn.one_hot(indices.reshape(count, num_vars), arity)
 
 
+def _check_two_argument_loss(loss_fn) -> None:
+  try:
+    inspect.signature(loss_fn).bind(None, None)
+  except TypeError:
+    raise TypeError(
+        "loss_fn must take two arguments, (sample, logits): the one-hot sample [m, n] and the"
+        " logits [m, n] (ignore the second if the loss does not use it: lambda d, _: f(d))."
+    ) from None
+  except ValueError:  # no signature to inspect (some builtins): let the call say
+    pass
+
+
 def exact_expectation(loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logits: jax.Array):
-  """E[f(D, logits)] by enumerating every value of D ~ prod_j Cat(softmax(logits_j)).
+  """E[loss_fn(D, logits)] for a two-argument loss, by enumerating every D ~ prod_j Cat(softmax(logits_j)).
 
   Args:
-    loss_fn: (one-hot sample ``[m, n]``, logits ``[m, n]``) -> scalar.
+    loss_fn: (one-hot sample ``[m, n]``, logits ``[m, n]``) -> scalar; a loss of
+      the sample alone is ``lambda d, _: f(d)``.
     logits: ``[m, n]`` logits of m independent categorical variables.
 
   Returns:
     The exact expectation (differentiable in ``logits``).
+
+  Raises:
+    TypeError: ``loss_fn`` does not take two arguments.
   """
+  _check_two_argument_loss(loss_fn)
   configs = enumerate_one_hot(*logits.shape)
   log_p = jax.vmap(lambda d: jnp.sum(estimators.categorical_log_prob(logits, d)))(configs)
   losses = jax.vmap(lambda d: loss_fn(d, logits))(configs)
   return jnp.sum(jnp.exp(log_p) * losses)
 
 
-def exact_gradient(loss_fn, logits: jax.Array) -> jax.Array:
-  """d E[f(D, logits)] / d logits by enumeration (see :func:`exact_expectation`)."""
+def exact_gradient(loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logits: jax.Array) -> jax.Array:
+  """d E[loss_fn(D, logits)] / d logits for a two-argument loss (sample, logits), by enumeration.
+
+  See :func:`exact_expectation`; a loss of the sample alone is ``lambda d, _: f(d)``.
+  """
   return jax.grad(lambda t: exact_expectation(loss_fn, t))(logits)
 
 

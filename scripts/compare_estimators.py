@@ -40,8 +40,6 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-import orbax.checkpoint as ocp
 from absl import app, flags
 from ml_collections import ConfigDict
 from timing import median_ms
@@ -49,7 +47,6 @@ from timing import median_ms
 from configs import vae_16ary, vae_relu_mlp
 from experiments import vae as vae_experiment
 from gr_jax import diagnostics, estimators, toy_qp
-from gr_jax.data import mnist
 
 _NAMES = flags.DEFINE_list(
     "estimators",
@@ -133,35 +130,11 @@ def _vae_setup(workdir: pathlib.Path):
   Reads population checkpoints (member ``--vae_member``) and the single-run
   checkpoints written before populations (params at the top level).
   """
-  config = _saved_config(workdir)
-  steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
-  path = (workdir / "checkpoints" / str(steps[-1]) / "default").absolute()
-  checkpointer = ocp.StandardCheckpointer()
-  data = mnist.load(_DATA_DIR.value or config.data_dir or None, synthetic_data=config.dataset == "synthetic")
-  config.pixel_means = data["train"].mean(axis=0).tolist()  # for the encoder's input centring, if on
-  task = _task(config, "st_gs")
-  hyperparameters = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
-  member = task.init_member(jax.random.key(0), hyperparameters, 0)
-  if "members" in checkpointer.metadata(path).item_metadata.tree:
-    # Only the member's parameters, baseline and input_mean are needed: read the checkpoint as
-    # saved (string keys) and put the member's leaves into their structures.
-    members = checkpointer.restore(path)["members"]
-    pick = lambda tree: [np.asarray(a)[_VAE_MEMBER.value] for a in jax.tree.leaves(tree)]
-    member = {
-        "params": jax.tree.unflatten(jax.tree.structure(member["params"]), pick(members["params"])),
-        "baseline": member["baseline"]._replace(mean=jnp.asarray(pick(members["baseline"]["mean"])[0])),
-        "input_mean": jnp.asarray(pick(members["input_mean"])[0]) if "input_mean" in members
-                      else member["input_mean"],
-    }
-  else:
-    old_optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
-                                optax.sgd(config.learning_rate, momentum=config.momentum or None))
-    template = {"params": member["params"], "opt_state": old_optimizer.init(member["params"]),
-                "baseline": member["baseline"]}
-    member = {**checkpointer.restore(path, template), "input_mean": member["input_mean"]}
+  config, member, _, data, step = vae_experiment.load_trained(workdir, _VAE_MEMBER.value, _saved_config(workdir),
+                                                             _DATA_DIR.value or None)
   rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
   x = jnp.asarray(data["train"][rows], jnp.float32)
-  return config, member, x, steps[-1]
+  return config, member, x, step
 
 
 def _task(config: ConfigDict, name: str) -> vae_experiment.VAETask:

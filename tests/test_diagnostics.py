@@ -131,3 +131,10 @@ def test_proposition_3_variance_decomposition(k, b):
   assert abs(measured - predicted) < Z * measured_se, (measured, predicted, measured_se)
   assert parts.within > 0 and parts.between > 0
   assert np.isclose(parts.total, ((stgs - stgs.mean(0)) ** 2).sum(-1).mean())
+
+
+def test_exact_gradient_needs_a_two_argument_loss():
+  logits = jnp.zeros((2, 3))
+  with pytest.raises(TypeError, match=r"loss_fn must take two arguments, \(sample, logits\)"):
+    diagnostics.exact_gradient(lambda d: jnp.sum(d), logits)
+  assert diagnostics.exact_gradient(lambda d, _: jnp.sum(d[:, 0]), logits).shape == (2, 3)
