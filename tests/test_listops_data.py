@@ -80,6 +80,7 @@ def test_generate_is_deduplicated_seeded_and_excludes():
     assert listops.evaluate_tokens(example.tokens) == example.label
 
 
+@pytest.mark.slow
 def test_generated_length_statistics_match_the_release():
   """About 35% / 65% / 80% at L <= 10 / 25 / 50 (the test file: 35.3 / 64.8 / 79.7).
 

@@ -6,6 +6,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 
 

@@ -5,6 +5,11 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
+# Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

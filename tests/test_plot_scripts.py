@@ -9,6 +9,9 @@ import pytest
 
 from tests.cli import ROOT
 
+# Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 
 def _write_run(directory, estimator, tau, seed):
   directory.mkdir(parents=True)

@@ -25,6 +25,9 @@ from configs import listops_L10, vae_16ary
 from experiments import common, listops, population, vae
 from tests.cli import ROOT, run_main
 
+# Integration tests (whole runs, subprocesses): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 RTOL, ATOL = 1e-4, 1e-5
 
 

@@ -14,6 +14,9 @@ from tests.cli import ROOT, run_main
 sys.path.insert(0, str(ROOT / "scripts"))
 import reproduce  # noqa: E402  (a script, imported for its helpers)
 
+# Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 
 def _script(name, *args):
   result = subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], cwd=ROOT, capture_output=True,

@@ -12,6 +12,9 @@ import pytest
 from gr_jax import toy_qp
 from tests.cli import ROOT, run_main
 
+# Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def float64():

@@ -19,6 +19,9 @@ from experiments import common, population, vae
 from gr_jax.models import vae as vae_model
 from tests.cli import ROOT, run_main
 
+# Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
+pytestmark = pytest.mark.slow
+
 TINY = (
     "dataset=synthetic",
     "encoder_widths=(32,)",

@@ -24,6 +24,7 @@ def _categories(estimator, n):
   return 2 if estimator.binary_only else n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_sample_frequencies_match_softmax(name):
   estimator = estimators.get(name)
@@ -44,8 +45,8 @@ def test_sample_frequencies_match_softmax(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("tau", [0.01, 1.0, 10.0])
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+@pytest.mark.parametrize("tau", [0.01, 1.0, pytest.param(10.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dtype", [jnp.float32, pytest.param(jnp.bfloat16, marks=pytest.mark.slow)])
 def test_numerics_large_logits_masks_low_tau(name, tau, dtype):
   estimator = estimators.get(name)
   key = jax.random.key(11)
@@ -87,6 +88,7 @@ def test_errors_are_raised_at_trace_time_under_jit(name):
     jax.jit(lambda t: estimator(jax.random.key(0), t, tau=-0.5))(jnp.zeros(_categories(estimator, 3)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_per_variable_tau_equals_scalar_tau_row_by_row(name):
   estimator = estimators.get(name)
@@ -147,6 +149,7 @@ def test_degenerate_rows_give_nan_samples_and_gradients(name):
     assert np.isnan(grad[1:]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_same_key_same_sample_as_st_gs(name):
   estimator = estimators.get(name)

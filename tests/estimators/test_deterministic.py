@@ -66,6 +66,7 @@ def test_gst_p_hand_computed():
     np.testing.assert_allclose(grad, s * (g - g @ s), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_zgr_is_unbiased_for_a_quadratic_loss():
   """E[ZGR] equals the exact gradient of E[D^T A D] = sum_i p_i A_ii (enumeration)."""
   p = softmax_np(LOGITS)
@@ -75,6 +76,7 @@ def test_zgr_is_unbiased_for_a_quadratic_loss():
   assert_mean_close(draws, exact, np.zeros(N))
 
 
+@pytest.mark.slow
 def test_stgs_is_biased_on_the_same_quadratic_loss():
   """The check above can fail: ST-GS's mean on the same problem is rejected."""
   p = softmax_np(LOGITS)
@@ -85,6 +87,7 @@ def test_stgs_is_biased_on_the_same_quadratic_loss():
     assert_mean_close(draws, exact, np.zeros(N))
 
 
+@pytest.mark.slow
 def test_zgr_is_the_zero_temperature_limit_of_gumbel_rao():
   """n = 4: GR-MCK at tau = 0.01 and K = 10^6, averaged over 8 backward keys that
   share one D, against ZGR at that D. The tolerance is Z standard errors of the
@@ -106,6 +109,7 @@ def test_zgr_is_the_zero_temperature_limit_of_gumbel_rao():
   np.testing.assert_array_less(np.abs(draws.mean(0) - limit), tolerance)
 
 
+@pytest.mark.slow
 def test_zgr_is_the_limit_of_gr_exact():
   """Binary: |GR-exact(tau) - ZGR| shrinks like tau (at tau = 1e-4, below 1e-3 relative)."""
   logits = jnp.array([[0.3, -0.5], [2.0, -1.0], [-3.0, 1.0]])

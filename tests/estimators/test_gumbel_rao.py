@@ -28,6 +28,7 @@ from tests.estimators.reference import (
 
 
 # The mean gradient equals E[ST-GS], computed in float64 without the library.
+@pytest.mark.slow
 @pytest.mark.parametrize("fn, kwargs", STGS_MEAN_ESTIMATORS)
 def test_mean_equals_exact_stgs_expectation(fn, kwargs):
   ref = stgs_reference()
@@ -35,6 +36,7 @@ def test_mean_equals_exact_stgs_expectation(fn, kwargs):
   assert_mean_close(draws, ref["mean"], ref["se"])
 
 
+@pytest.mark.slow
 def test_gr_conditional_mean_is_stgs_conditional_mean():
   """Rao-Blackwellization: E[GR-MCK | D] = E[ST-GS | D] for every D."""
   ref = stgs_reference()
@@ -45,6 +47,7 @@ def test_gr_conditional_mean_is_stgs_conditional_mean():
     assert_mean_close(sel, ref["cond_mean"][i], ref["cond_se"][i])
 
 
+@pytest.mark.slow
 def test_total_derivative_through_g_would_fail():
   """The check above can fail: a mean off by a fixed amount is rejected."""
   ref = stgs_reference()
@@ -53,6 +56,7 @@ def test_total_derivative_through_g_would_fail():
     assert_mean_close(draws + 0.1 * np.abs(ref["mean"]).max(), ref["mean"], ref["se"])
 
 
+@pytest.mark.slow
 def test_variance_falls_with_k_and_gr_mc1_matches_stgs():
   draws = {
       "st_gs": estimator_draws(estimators.st_gumbel_softmax, 20_000, seed=1, tau=TAU)[0],
@@ -86,6 +90,7 @@ def test_conditional_gumbel_argmax_equals_sample(scale):
   assert np.isfinite(np.asarray(g)).all()
 
 
+@pytest.mark.slow
 def test_conditional_gumbel_max_is_gumbel_log_z():
   logits = jnp.asarray(LOGITS, jnp.float32)
   log_z = float(jax.nn.logsumexp(logits))
@@ -99,6 +104,7 @@ def test_conditional_gumbel_max_is_gumbel_log_z():
     assert p > 1e-4, (i, p)
 
 
+@pytest.mark.slow
 def test_conditional_gumbel_coordinates_match_rejection_sampling():
   rng = np.random.default_rng(0)
   x = LOGITS + rng.gumbel(size=(400_000, N))
@@ -122,6 +128,7 @@ def test_masked_conditional_gumbel_is_minus_inf():
   assert np.all(np.isfinite(np.asarray(g[:, [0, 2]])))
 
 
+@pytest.mark.slow
 def test_chunked_backward_equals_unchunked_distribution(monkeypatch):
   """Chunking K changes which random numbers are used but not the estimator.
 
@@ -143,6 +150,7 @@ def test_chunked_backward_equals_unchunked_distribution(monkeypatch):
   np.testing.assert_allclose(g, 0.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_jit_vmap_grad_compose_without_recompiling():
   traces = []
 
@@ -232,6 +240,7 @@ def _multi_draws(fn, num_draws, seed, **kwargs):
   return np.asarray(grads, np.float64), np.asarray(samples).argmax(-1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fn, kwargs",
     [
@@ -248,6 +257,7 @@ def test_multi_variable_mean_equals_exact_stgs_expectation(fn, kwargs):
   assert_mean_close(draws, mean, se)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn", [estimators.gumbel_rao, estimators.gumbel_rao_qmc])
 def test_multi_variable_conditional_mean_per_variable_is_stgs(fn):
   """Rao-Blackwellization per variable: E[GR_v | D_v = i] = E[ST-GS_v | D_v = i]."""
@@ -260,6 +270,7 @@ def test_multi_variable_conditional_mean_per_variable_is_stgs(fn):
     assert_mean_close(sel, cond_mean[v, i], cond_se[v, i])
 
 
+@pytest.mark.slow
 def test_multi_variable_swapped_variables_would_fail():
   """The check can fail: GR's draws with the variables' rows permuted are rejected."""
   mean, se, _, _ = _multi_reference()
@@ -279,6 +290,7 @@ def _vmapped_reference_grad(key, logits, sample, cotangent, tau, num_samples):
   return per_sample.mean(0), per_sample.std(0) / np.sqrt(num_samples)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tau", [0.1, 0.5, 2.0])
 def test_fast_backward_equals_vmapped_reference(tau):
   """At a fixed D, GR-MCK's average Jacobian agrees with the vmap-over-K reference.
@@ -310,6 +322,7 @@ def _eq8_reference(logits, cotangent, tau, num=1_000_000, seed=8):
   return vjp.mean(0), vjp.std(0) / np.sqrt(num)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tau", [5.0, 10.0, 100.0])
 @pytest.mark.parametrize("x64", [False, True])
 def test_gumbel_rao_exact_at_large_tau(tau, x64):
@@ -335,6 +348,7 @@ def test_gumbel_rao_exact_at_large_tau(tau, x64):
   np.testing.assert_array_less(np.abs(grad - expected), tolerance)
 
 
+@pytest.mark.slow
 def test_gumbel_rao_mean_equals_stgs_at_tau_100():
   """logits [0, -100, -200], g = [0, 1, 2], tau = 100: the two means must be equal."""
   logits_np, w = np.array([0.0, -100.0, -200.0]), np.array([0.0, 1.0, 2.0])
@@ -357,6 +371,7 @@ def _temp_mib(fn, *args):
   return stats.temp_size_in_bytes / 2**20
 
 
+@pytest.mark.slow
 def test_vmapped_gumbel_rao_memory_matches_whole_array():
   """256 rows of 16 with K = 10^4: vmapping over rows (once or twice) must not
   multiply the chunk by the batch. Before the custom batching rule the vmapped
@@ -449,6 +464,7 @@ def test_gr_exact_equals_quadrature_of_the_difference_of_gumbels(tau):
     np.testing.assert_allclose(grad[row], expected, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_gr_exact_equals_gr_mc_with_a_million_samples():
   """Within Z standard errors of GR-MC10^6, the SE from the integrand's second
   moment (scipy quad): sd of one sample's (1/tau) s_i s_j (g_i - g_j), over sqrt(K)."""
@@ -476,6 +492,7 @@ def test_gr_exact_rejects_more_than_two_categories_and_handles_masks():
     assert np.isfinite(grad).all()
 
 
+@pytest.mark.slow
 def test_gr_qmc_inner_variance_is_below_gr_mc():
   """Var(g | D) (the part K divides) at K = 100: lattice + tent below Monte Carlo at
   K = 100 and at K = 1000. 4,000 draws each; the inner variance is estimated
@@ -562,6 +579,7 @@ def _inner_trace_variance(sampler, num_categories, num_draws=1000, num_samples=1
   return trace_var(draws.reshape(num_draws, -1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_categories", [16, 600, 2000])
 def test_gr_qmc_inner_variance_is_below_gr_mc_with_many_categories(num_categories):
   """K = 100 with n = 16 and n > K: QMC's variance given D below MC's by more than Z
@@ -581,6 +599,7 @@ def test_sample_count_bounds():
     estimators.gumbel_rao(jax.random.key(0), jnp.zeros(3), num_samples=2**31)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gr_mc1000", "gr_qmc1000"])
 def test_vmapped_rows_equal_single_calls_across_chunkings(name):
   """K = 1000 on (60, 16) logits: one call is one chunk, ten vmapped calls are scanned

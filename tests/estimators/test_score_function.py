@@ -16,6 +16,7 @@ from tests.estimators.reference import (
 )
 
 
+@pytest.mark.slow
 def test_reinforce_is_unbiased_against_enumeration():
   """Mean of the score-function gradient with a baseline equals the exact gradient."""
   p = softmax_np(LOGITS)
