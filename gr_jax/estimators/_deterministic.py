@@ -39,7 +39,7 @@ def _zgr_backward(key, logits, sample, cotangent, tau):
 _zgr = _one_hot_estimator(_zgr_backward)
 
 
-def zgr(key: Array, logits: Array, *, tau=1.0) -> Array:
+def zgr(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""ZGR: the zero-temperature limit of Gumbel-Rao (Shekhovtsov, ICML 2023).
 
   As :math:`\tau \to 0`, :math:`E[J_\tau(\theta + G) \mid D = e_i]` tends to a
@@ -94,7 +94,7 @@ def _reinmax_backward(key, logits, sample, cotangent, tau):
 _reinmax = _one_hot_estimator(_reinmax_backward)
 
 
-def reinmax(key: Array, logits: Array, *, tau=1.0) -> Array:
+def reinmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""ReinMax: second-order accurate straight-through (Liu et al., NeurIPS 2023).
 
   Straight-through read as the forward Euler method for
@@ -149,7 +149,9 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
 _gapped_straight_through = _one_hot_estimator(_gapped_backward)
 
 
-def gapped_straight_through(key: Array, logits: Array, *, tau=1.0, gap: float | str = 1.0) -> Array:
+def gapped_straight_through(
+    key: Array, logits: Array, *, tau: float | Array = 1.0, gap: float | str = 1.0
+) -> Array:
   r"""Gapped straight-through (GST-1.0 and GST-p), Fan et al. (ICML 2022).
 
   ST-GS with the Gumbel perturbation replaced by a deterministic one that

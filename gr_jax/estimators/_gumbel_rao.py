@@ -350,7 +350,7 @@ def _gumbel_rao_backward(key, logits, sample, cotangent, tau, num_samples, sampl
 _gumbel_rao = _one_hot_estimator(_gumbel_rao_backward)
 
 
-def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> Array:
+def gumbel_rao(key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 10) -> Array:
   r"""Gumbel-Rao Monte Carlo estimator (GR-MCK), Paulus et al. 2021.
 
   Forward: an exact one-hot sample :math:`D \sim
@@ -424,7 +424,7 @@ def gumbel_rao(key: Array, logits: Array, *, tau=1.0, num_samples: int = 10) -> 
 
 
 def gumbel_rao_qmc(
-    key: Array, logits: Array, *, tau=1.0, num_samples: int = 100, tent: bool = True
+    key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 100, tent: bool = True
 ) -> Array:
   r"""Gumbel-Rao with randomized quasi-Monte Carlo conditional samples (GR-QMCK).
 
@@ -540,7 +540,7 @@ def _gumbel_rao_exact_backward(key, logits, sample, cotangent, tau):
 _gumbel_rao_exact = _one_hot_estimator(_gumbel_rao_exact_backward)
 
 
-def gumbel_rao_exact(key: Array, logits: Array, *, tau=1.0) -> Array:
+def gumbel_rao_exact(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Exact Gumbel-Rao for binary variables (n = 2): :math:`E[\nabla_{\mathrm{STGS}} \mid D]`.
 
   For two categories the tempered-softmax Jacobian is :math:`\frac{1}{\tau}

@@ -73,7 +73,7 @@ class Estimator:
   def __repr__(self) -> str:
     return f"estimators.get({self.name!r})"
 
-  def __call__(self, key: Array, logits: Array, *, tau=1.0) -> Array:
+  def __call__(self, key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
     return self.fn(key, logits, tau=tau, **dict(self.options))
 
 

@@ -47,7 +47,7 @@ def categorical_log_prob(logits: Array, sample: Array) -> Array:
   return jnp.sum(jnp.where(sample.astype(bool), log_probs, 0.0), axis=-1)
 
 
-def reinforce(key: Array, logits: Array, *, tau=1.0) -> Array:
+def reinforce(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""A one-hot sample that passes no gradient, for the score-function estimator.
 
   REINFORCE (Williams 1992) differentiates the surrogate

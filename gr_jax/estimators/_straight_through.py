@@ -33,7 +33,7 @@ def _straight_through_backward(key, logits, sample, cotangent, tau):
 _straight_through = _one_hot_estimator(_straight_through_backward)
 
 
-def straight_through(key: Array, logits: Array, *, tau=1.0) -> Array:
+def straight_through(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Slope-annealed straight-through estimator (ST).
 
   .. math::
@@ -63,7 +63,7 @@ def straight_through(key: Array, logits: Array, *, tau=1.0) -> Array:
 # ---------------------------------------------------------------------------
 
 
-def gumbel_softmax(key: Array, logits: Array, *, tau=1.0) -> Array:
+def gumbel_softmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Gumbel-Softmax / Concrete relaxation (GS), with its ordinary gradient.
 
   .. math::
@@ -111,7 +111,7 @@ def _st_gumbel_softmax_bwd(residuals, cotangent):
 _st_gumbel_softmax.defvjp(_st_gumbel_softmax_fwd, _st_gumbel_softmax_bwd)
 
 
-def st_gumbel_softmax(key: Array, logits: Array, *, tau=1.0) -> Array:
+def st_gumbel_softmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Straight-through Gumbel-Softmax estimator (ST-GS).
 
   .. math::
