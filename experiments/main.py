@@ -29,9 +29,7 @@ _LIST_FIELDS = flags.DEFINE_boolean(
 flags.mark_flags_as_required(["config"])
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-_PROJECT_DIRS = tuple(str(pathlib.Path(__file__).resolve().parents[1] / d) for d in ("experiments", "gr_jax"))
+_PROJECT_DIRS = tuple(str(_ROOT / d) for d in ("experiments", "gr_jax"))
 
 
 class _ProjectInfoOnly(python_logging.Filter):

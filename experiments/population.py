@@ -449,9 +449,9 @@ class Run:
 
   def _log(self, first: int, last: int, metrics: dict, alive: np.ndarray, every: int):
     steps = [s for s in range(first, last + 1) if (every and s % every == 0) or s == self.trainer.task.num_steps]
-    previous = first - 1
+    previous = first - 1  # every multiple of log_every in the block is logged, so an interval starts here
     for step in steps:
-      window = slice(max(previous, step - every if every else previous) - first + 1, step - first + 1)
+      window = slice(previous - first + 1, step - first + 1)
       values = {k: v[:, step - first] if k in self.POINT_METRICS else v[:, window].mean(axis=1)
                 for k, v in metrics.items()}
       for i, member in enumerate(self.member_ids):
