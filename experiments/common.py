@@ -8,13 +8,16 @@ step), TensorBoard events (when tensorboardX is installed), ``checkpoints/``
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging as python_logging
 import math
 import os
 import pathlib
+import shutil
 import signal
+import sys
 import time
 from typing import Any, Callable
 
@@ -256,6 +259,30 @@ class MetricsWriter:
       writer.close()
 
 
+def _drop_closed_event_loop_noise() -> None:
+  """Silences tensorstore callbacks that fire after orbax closed their asyncio loop.
+
+  When a checkpoint fails to write or to restore (a full disk, a damaged file),
+  the writes and reads still in flight complete later and try to call back into
+  orbax's closed event loop, or into an interpreter shutting down; Python prints
+  each as an "Exception ignored" traceback (dozens, after the one line that says
+  what happened). Every other unraisable exception still reaches the default hook.
+  """
+  if getattr(sys.unraisablehook, "drops_closed_event_loops", False):
+    return
+  previous = sys.unraisablehook
+
+  def hook(unraisable):
+    message = str(unraisable.exc_value)
+    if (unraisable.exc_type is RuntimeError and message == "Event loop is closed"
+        or unraisable.exc_type is ImportError and "Python is likely shutting down" in message):
+      return
+    previous(unraisable)
+
+  hook.drops_closed_event_loops = True
+  sys.unraisablehook = hook
+
+
 class Checkpointer:
   """Orbax checkpoints of a pytree under ``workdir/checkpoints``.
 
@@ -264,6 +291,7 @@ class Checkpointer:
   """
 
   def __init__(self, workdir: pathlib.Path, max_to_keep: int = 2):
+    _drop_closed_event_loop_noise()
     self._manager = ocp.CheckpointManager(
         (workdir / "checkpoints").absolute(),
         options=ocp.CheckpointManagerOptions(
@@ -282,9 +310,32 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def save(self, step: int, state: Any) -> None:
-    if self._manager.latest_step() != step:
+    """Saves ``state`` as the checkpoint of ``step`` (once per step).
+
+    Raises:
+      OSError: the disk is full (one line naming the directory, the space a
+        checkpoint needs and the space free); the previous checkpoints are kept.
+    """
+    if self._manager.latest_step() == step:
+      return
+    quiet = _OnlyOwnRecords()
+    logging.get_absl_handler().addFilter(quiet)  # orbax logs each failed write with its traceback
+    try:
       self._manager.save(step, args=ocp.args.StandardSave(state))
       self._manager.wait_until_finished()
+    except ValueError as e:  # tensorstore reports ENOSPC as ValueError("RESOURCE_EXHAUSTED: ...")
+      if "RESOURCE_EXHAUSTED" not in str(e) and "No space left" not in str(e):
+        raise
+      needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state) if hasattr(leaf, "nbytes"))
+      free = shutil.disk_usage(self.directory).free
+      raise OSError(
+          errno.ENOSPC,
+          f"no space left on the device of {self.directory} while saving the checkpoint of step {step}:"
+          f" a checkpoint needs about {needed / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free. The"
+          " previous checkpoints are kept: free some space and run the same command again to resume",
+      ) from None
+    finally:
+      logging.get_absl_handler().removeFilter(quiet)
 
   def restore(self, step: int, template: Any) -> Any:
     return self._manager.restore(step, args=ocp.args.StandardRestore(template))

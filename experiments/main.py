@@ -8,6 +8,7 @@ again with the same workdir, a run resumes from its latest checkpoint.
 """
 
 import difflib
+import errno
 import importlib.util
 import logging as python_logging
 import pathlib
@@ -67,6 +68,8 @@ def main(argv):
     sys.exit(f"error: {e}")
   except OSError as e:  # a workdir that cannot be written, a full disk
     logging.flush()
+    if e.errno == errno.ENOSPC and e.filename is None:  # the checkpointer's own message
+      sys.exit(f"error: {e.strerror}")
     sys.exit(f"error: cannot write the run's files in --workdir {_WORKDIR.value}: {e}")
   except common.Interrupted as e:
     logging.flush()

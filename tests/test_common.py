@@ -1,7 +1,10 @@
 """Tests of experiments/common.py: metrics, checkpoints, atomic files, config checks."""
 
+import errno
 import json
 import math
+import sys
+import types
 
 import jax.numpy as jnp
 import numpy as np
@@ -33,6 +36,34 @@ def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
   restored = checkpointer.restore(3, template)
   np.testing.assert_array_equal(restored["w"], [3.0, 3.0, 3.0])
   checkpointer.close()
+
+
+def test_a_full_disk_while_saving_is_one_oserror_naming_the_space(tmp_path, monkeypatch):
+  checkpointer = common.Checkpointer(tmp_path)
+  checkpointer.save(1, {"w": jnp.zeros(1000)})
+
+  def full_disk(*args, **kwargs):  # what orbax raises when tensorstore meets ENOSPC
+    raise ValueError('RESOURCE_EXHAUSTED: Error writing "w/0": Failed to write 4000 bytes to file 25: No space'
+                     " left on device [os_error_code='28']")
+
+  monkeypatch.setattr(checkpointer._manager, "save", full_disk)
+  with pytest.raises(OSError, match=r"saving the checkpoint of step 2: a checkpoint needs about 0.0 MiB, .* MiB are"
+                     r" free") as raised:
+    checkpointer.save(2, {"w": jnp.zeros(1000)})
+  assert raised.value.errno == errno.ENOSPC and raised.value.filename is None
+  assert checkpointer.all_steps() == [1]
+  checkpointer.close()
+
+
+def test_only_closed_event_loop_noise_is_dropped(monkeypatch):
+  seen = []
+  monkeypatch.setattr(sys, "unraisablehook", seen.append)
+  common._drop_closed_event_loop_noise()
+  hook = sys.unraisablehook
+  for error in (RuntimeError("Event loop is closed"), ImportError("sys.meta_path is None, Python is likely shutting"
+                                                                  " down"), RuntimeError("something else")):
+    hook(types.SimpleNamespace(exc_type=type(error), exc_value=error))
+  assert [str(u.exc_value) for u in seen] == ["something else"]
 
 
 def test_atomic_path_leaves_the_old_file_when_the_write_fails(tmp_path):
