@@ -357,6 +357,8 @@ SAFE_TO_CHANGE = frozenset({
     "data_used.train", "data_used.valid", "data_used.test",
 })
 MAY_GROW = ("num_steps", "num_epochs")
+# The safe fields that change a finished run's results.json (the final evaluation).
+EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
 
 
 def _as_json(value: Any) -> Any:
@@ -413,11 +415,14 @@ def unlock_workdirs() -> None:
     del _LOCKS[path]
 
 
-def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] | None = None) -> pathlib.Path:
+def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] | None = None,
+                    steps: int | None = None) -> pathlib.Path:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 
   ``data_used`` (split -> where its data was found) is recorded in config.json
-  under "data_used".
+  under "data_used". A run already finished at ``steps`` steps is only read:
+  config.json stays the one its results.json was measured with (a changed
+  evaluation field is named in a warning), and the workdir may be read-only.
 
   Raises:
     ConfigError: the workdir holds a run whose defining fields differ (one line
@@ -425,8 +430,9 @@ def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] 
   """
   path = pathlib.Path(workdir)
   path.mkdir(parents=True, exist_ok=True)
-  lock_workdir(path)
-  saved_path = path / "config.json"
+  finished = steps is not None and finished_results(path, steps, quiet=True) is not None
+  if not finished:
+    lock_workdir(path)
   record = new = _as_json({**config.to_dict(), **({"data_used": data_used} if data_used else {})})
   saved = _saved_config(path)
   if saved is not None and saved.get("experiment") != new.get("experiment"):
@@ -447,7 +453,15 @@ def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] 
           " --workdir, or change only fields that are safe to change (logging and evaluation"
           " intervals, data paths; num_steps / num_epochs may grow)."
       )
-  write_json_atomic(saved_path, record)
+  if finished:
+    unapplied = [f"{field}={new.get(field)!r} (its results: {saved.get(field)!r})" for field in EVALUATION_FIELDS
+                 if saved is not None and saved.get(field) != new.get(field)]
+    if unapplied:
+      logging.warning("the run in %s is finished: %s not applied, so that config.json and results.json agree;"
+                      " delete results.json to evaluate the trained model again with them.", path,
+                      ", ".join(unapplied))
+    return path
+  write_json_atomic(path / "config.json", record)
   write_json_atomic(path / CONFIG_BACKUP, record)
   return path
 
@@ -489,18 +503,21 @@ def _saved_config(path: pathlib.Path) -> dict | None:
   return None
 
 
-def finished_results(path: pathlib.Path, steps: int) -> dict | None:
-  """results.json of a run that already trained for ``steps`` steps, else None."""
+def finished_results(path: pathlib.Path, steps: int, quiet: bool = False) -> dict | None:
+  """results.json of a run that already trained for ``steps`` steps, else None (``quiet``: logs nothing)."""
   results_path = path / "results.json"
   if not results_path.exists():
     return None
   try:
     results = json.loads(results_path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    logging.warning("%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e)
+    if not quiet:
+      logging.warning("%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e)
     return None
   if results.get("steps") != steps:
     return None
+  if quiet:
+    return results
   logging.info("the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
                " evaluate it again.", path, steps, results_path)
   return results

@@ -244,9 +244,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   population.check_schedule_floor(config, chosen)
   data, sources = load_data(config)
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
-  path = common.prepare_workdir(workdir, config, data_used=sources)
   steps_per_epoch = len(data["train"]) // config.batch_size
   num_steps = config.num_epochs * steps_per_epoch
+  path = common.prepare_workdir(workdir, config, data_used=sources, steps=num_steps)
   finished = common.finished_results(path, num_steps)
   if finished is not None:
     return finished

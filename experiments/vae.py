@@ -354,7 +354,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   chosen = population.members(config, HYPERPARAMETERS, paper_search)
   population.check_schedule_floor(config, chosen)
   data, source = load_data(config)
-  path = common.prepare_workdir(workdir, config, data_used={split: source for split in data})
+  path = common.prepare_workdir(workdir, config, data_used={split: source for split in data}, steps=config.num_steps)
   finished = common.finished_results(path, config.num_steps)
   if finished is not None:
     return finished

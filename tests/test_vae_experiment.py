@@ -1,5 +1,6 @@
 """Integration tests of experiments/vae.py through the real CLI on synthetic data."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -198,6 +199,36 @@ def test_restart_with_another_config_is_refused_and_a_finished_run_is_not_redone
   vectorized = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=3", "estimator=st_gs",
                         "population.vectorize=vmap", check=False)
   assert vectorized.returncode != 0 and "population.vectorize (saved 'auto', now 'vmap')" in vectorized.stderr
+
+
+@contextlib.contextmanager
+def _read_only(path):
+  """``path`` made read-only for this test's subprocesses (root ignores modes: a read-only bind mount then)."""
+  if os.geteuid() != 0:
+    path.chmod(0o555)
+    try:
+      yield
+    finally:
+      path.chmod(0o755)
+    return
+  if not shutil.which("mount") or subprocess.run(["mount", "--bind", str(path), str(path)]).returncode:
+    pytest.skip("a read-only workdir for root needs mount --bind")
+  try:
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True)
+    yield
+  finally:
+    subprocess.run(["umount", str(path)], check=True)
+
+
+def test_a_finished_run_keeps_its_config_and_answers_from_a_read_only_workdir(tmp_path):
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  saved = (tmp_path / "config.json").read_text()
+  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "num_eval_samples=7")
+  assert "num_eval_samples=7 (its results: 20) not applied" in again.stderr
+  assert (tmp_path / "config.json").read_text() == saved  # still the config results.json was measured with
+  with _read_only(tmp_path):
+    read_only = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  assert "is finished (2 steps)" in read_only.stderr
 
 
 def test_finished_population_is_extended_and_the_selected_member_evaluated_with_more_samples(tmp_path):
