@@ -23,8 +23,10 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
+from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
 from gr_jax import estimators
@@ -144,7 +146,15 @@ def atomic_path(path: pathlib.Path):
     tmp.unlink(missing_ok=True)
 
 
+def is_writer() -> bool:
+  """Whether this process writes the workdir's files: in a multi-process job, process 0 alone."""
+  return jax.process_index() == 0
+
+
 def write_text_atomic(path: pathlib.Path, text: str) -> None:
+  """Writes ``path`` atomically (see atomic_path); in a multi-process job only process 0 writes."""
+  if not is_writer():
+    return
   with atomic_path(path) as tmp:
     tmp.write_text(text)
 
@@ -175,7 +185,8 @@ class MetricsWriter:
   ``SPLIT/NAME`` for the curves, ``final/SPLIT_NAME`` for the end-of-run
   evaluation, ``hyperparameters/NAME`` at the first step, the config as text and
   ``progress/steps_per_second`` in the top-level run. A resumed run purges the
-  events after its checkpoint's step (TensorBoard's ``purge_step``).
+  events after its checkpoint's step (TensorBoard's ``purge_step``). In a
+  multi-process job only process 0 writes (the others' writers do nothing).
   """
 
   # Bookkeeping values kept in metrics.jsonl but not plotted.
@@ -183,10 +194,13 @@ class MetricsWriter:
 
   def __init__(self, workdir: pathlib.Path, start_step: int = 0):
     self.path = workdir / "metrics.jsonl"
-    self._file = open(self.path, "a")
     self._tensorboard_dir = workdir / "tensorboard"
     self._start_step = start_step
     self._tb = {}
+    self._file = self._summary_writer = None
+    if not is_writer():
+      return
+    self._file = open(self.path, "a")
     try:
       from tensorboardX import SummaryWriter
 
@@ -205,6 +219,8 @@ class MetricsWriter:
   def truncate_after(self, step: int) -> None:
     """Drops lines of steps after ``step`` and the final evaluation's lines (``"final": true``): a resumed
     run logs them again, identically, and an extended run evaluates at its new end."""
+    if self._file is None:
+      return
     self._file.close()
     lines = [line for line in (self.path.read_text().splitlines() if self.path.exists() else []) if line.strip()]
     kept = []
@@ -223,6 +239,8 @@ class MetricsWriter:
 
   def write(self, step: int, split: str, member: int | None = None, final: bool = False, **metrics: float) -> None:
     """One line; ``final`` marks the end-of-run evaluation's lines (dropped on resume, see truncate_after)."""
+    if self._file is None:
+      return
     record = {"step": int(step), "split": split}
     if member is not None:
       record["member"] = int(member)
@@ -254,7 +272,8 @@ class MetricsWriter:
       self._board(None).add_scalar("progress/steps_per_second", steps_per_second, int(step))
 
   def close(self) -> None:
-    self._file.close()
+    if self._file is not None:
+      self._file.close()
     for writer in self._tb.values():
       writer.close()
 
@@ -379,17 +398,22 @@ def flatten(tree: dict, prefix: str = "") -> dict:
 _LOCKS: dict[pathlib.Path, Any] = {}
 
 
+def _lock_name() -> str:
+  return ".lock" if jax.process_count() == 1 else f".lock.process{jax.process_index()}"
+
+
 def lock_workdir(path: pathlib.Path) -> None:
   """Takes an exclusive lock on ``path/.lock`` for the rest of this process.
 
   The operating system releases it when the process ends, however it ends, so
   a lock left by a dead run never blocks. A second run on the same workdir is
-  refused with one line.
+  refused with one line. The processes of a multi-process job each take their
+  own (``.lock.process<i>``).
   """
   path = path.resolve()
   if path in _LOCKS:
     return
-  handle = open(path / ".lock", "a+")
+  handle = open(path / _lock_name(), "a+")
   try:
     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
@@ -410,7 +434,7 @@ def unlock_workdirs() -> None:
   """Removes this process's workdir locks (a run that ended normally leaves no .lock behind)."""
   for path, handle in list(_LOCKS.items()):
     with contextlib.suppress(OSError):
-      (path / ".lock").unlink()
+      (path / _lock_name()).unlink()
     handle.close()
     del _LOCKS[path]
 
@@ -562,8 +586,11 @@ def _restore_latest_good(path: pathlib.Path, template: Any) -> tuple[Checkpointe
       logging.get_absl_handler().removeFilter(quiet)
     checkpointer.close()
     aside = path / "damaged_checkpoints" / f"{step}-{int(time.time())}"
-    aside.parent.mkdir(exist_ok=True)
-    os.replace(checkpointer.directory / str(step), aside)
+    if is_writer():
+      aside.parent.mkdir(exist_ok=True)
+      os.replace(checkpointer.directory / str(step), aside)
+    if jax.process_count() > 1:  # the other processes look for the next checkpoint once it is set aside
+      multihost_utils.sync_global_devices(f"checkpoint {step} set aside")
     skipped.append(step)
     logging.warning("skipping the checkpoint at step %d, which does not restore (%s); moved to %s",
                     step, reason, aside)
@@ -620,6 +647,10 @@ class StopSignals:
 
   @property
   def requested(self) -> bool:
+    """Whether a signal arrived; in a multi-process job, at any process (so that all stop at the same step)."""
+    if jax.process_count() > 1:  # every process asks at the same points of the loop
+      received = multihost_utils.process_allgather(np.array([self.signum or 0]))
+      self.signum = self.signum or next((int(s) for s in received if s), None)
     return self.signum is not None
 
   def stop(self, checkpointer: Checkpointer, writer: MetricsWriter, step: int, state: Any) -> None:

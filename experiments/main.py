@@ -11,14 +11,16 @@ import difflib
 import errno
 import importlib.util
 import logging as python_logging
+import os
 import pathlib
 import re
 import sys
 
+import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from experiments import common, listops, population, toy_qp, vae
+from experiments import common, distributed, listops, toy_qp, vae
 from gr_jax.data import InvalidDataError
 
 EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
@@ -56,13 +58,27 @@ def main(argv):
     return
   if not _WORKDIR.value:
     sys.exit("error: --workdir is required: the directory for the run's metrics, checkpoints and results.")
-  population.initialize_distributed()  # GR_JAX_DISTRIBUTED=1: a multi-host job
+  if distributed.requested() and not distributed.in_worker():
+    sys.exit(distributed.supervise(sys.argv))
   experiment = config.get("experiment")
   if experiment not in EXPERIMENTS:
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
   try:
+    if distributed.requested():  # one process of a multi-process job (see experiments/distributed.py)
+      distributed.stop_with_supervisor()
+      distributed.initialize()
+      if jax.process_index() > 0:  # process 0 logs the run's progress
+        logging.set_verbosity(logging.WARNING)
+      distributed.check_same_config(config, _WORKDIR.value)
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
     common.unlock_workdirs()
+  except jax.errors.JaxRuntimeError as e:
+    lost = distributed.lost_peer(e)
+    if lost is None:
+      raise
+    logging.flush()
+    print(lost, file=sys.stderr, flush=True)
+    os._exit(1)  # not sys.exit: JAX's shutdown would wait for the lost process, then abort
   except (common.ConfigError, FileNotFoundError, InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import os
 import pathlib
 import subprocess
 import time
@@ -198,17 +197,6 @@ class Task:
     return self.num_examples // self.batch_size
 
 
-def initialize_distributed() -> None:
-  """``jax.distributed.initialize()`` when the launcher asks for it (``GR_JAX_DISTRIBUTED=1``).
-
-  On Cloud TPU pods and under SLURM / Open MPI, JAX finds the coordinator by
-  itself; elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
-  JAX_PROCESS_ID as well.
-  """
-  if os.environ.get("GR_JAX_DISTRIBUTED") == "1" and not jax.distributed.is_initialized():
-    jax.distributed.initialize()
-
-
 def software_record() -> dict:
   """The versions that trained a run, and the clone's git commit when run from one."""
   import flax
@@ -303,7 +291,9 @@ class Trainer:
 
     def sharded(*args):
       specs = (PartitionSpec(AXIS),) * (len(args) - shared) + (PartitionSpec(),) * shared
-      return jax.shard_map(apply, mesh=self.mesh, in_specs=specs, out_specs=PartitionSpec(AXIS))(*args)
+      # Members are independent (no collectives): the per-device values need no varying-axis types.
+      return jax.shard_map(apply, mesh=self.mesh, in_specs=specs, out_specs=PartitionSpec(AXIS),
+                           check_vma=False)(*args)
 
     return sharded
 

@@ -1,0 +1,214 @@
+"""Multi-process jobs (``GR_JAX_DISTRIBUTED=1``): start-up, one config for all, a lost process in one line.
+
+Every process runs the same command; JAX joins them into one job
+(``jax.distributed``) whose devices form one mesh. The population's members are
+split over all the devices; process 0 alone writes the workdir's metrics,
+results and logs, every process writes its own shards of each checkpoint.
+
+When one process dies, the others cannot go on: JAX stops them (a failed
+collective, or the coordination service's missed heartbeats). So that this
+ends in one line saying which process was lost, rather than in the C++ abort
+and stack dump JAX prints, the command runs as a small supervisor around the
+training process (:func:`supervise`), which passes its output through and
+replaces such an abort by that line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from ml_collections import ConfigDict
+
+from experiments import common
+
+REQUESTED = "GR_JAX_DISTRIBUTED"
+_WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it starts
+# (environment variable, jax.distributed.initialize argument, type). The timeouts bound how long a
+# process waits for the others at start-up and how soon a silent (dead or hung) process is noticed.
+_SETTINGS = (
+    ("JAX_COORDINATOR_ADDRESS", "coordinator_address", str),
+    ("JAX_NUM_PROCESSES", "num_processes", int),
+    ("JAX_PROCESS_ID", "process_id", int),
+    ("GR_JAX_INIT_TIMEOUT_S", "initialization_timeout", int),
+    ("GR_JAX_HEARTBEAT_TIMEOUT_S", "heartbeat_timeout_seconds", int),
+)
+# What JAX prints when the coordination service stops a process because another one failed.
+_FATAL = "Terminating process because the JAX distributed service detected fatal errors"
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A log line (absl's format, Python's or C++'s) and its source file; the coordination service's files.
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ([\w.]+):\d+\]")
+_COORDINATION = re.compile(r"coordination|preemption|client\.h")
+
+
+def requested() -> bool:
+  return os.environ.get(REQUESTED) == "1"
+
+
+def _who() -> str:
+  return f"process {os.environ.get('JAX_PROCESS_ID', '?')} of {os.environ.get('JAX_NUM_PROCESSES', '?')}"
+
+
+def initialize() -> None:
+  """``jax.distributed.initialize`` from the environment (see _SETTINGS); on CPUs, collectives over gloo.
+
+  On Cloud TPU pods and under SLURM / Open MPI, JAX finds the coordinator and
+  the process's index by itself; elsewhere JAX_COORDINATOR_ADDRESS,
+  JAX_NUM_PROCESSES and JAX_PROCESS_ID say them.
+
+  Raises:
+    common.ConfigError: a setting is not a number, or the job did not come
+      together within the initialization timeout (one line).
+  """
+  if jax.distributed.is_initialized():
+    return
+  given = {}
+  for name, argument, kind in _SETTINGS:
+    if os.environ.get(name):
+      try:
+        given[argument] = kind(os.environ[name])
+      except ValueError:
+        raise common.ConfigError(f"{name}={os.environ[name]!r} must be an integer") from None
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  try:
+    jax.distributed.initialize(**given)
+    jax.devices()  # the processes exchange their devices here: fails when one is missing
+  except (RuntimeError, ValueError) as e:
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    raise common.ConfigError(
+        f"{_who()}: the multi-process job did not start ({type(e).__name__}: {first}). Start every process"
+        " with the same JAX_COORDINATOR_ADDRESS (host:port of process 0, reachable from each host),"
+        " JAX_NUM_PROCESSES and its own JAX_PROCESS_ID (0 .. JAX_NUM_PROCESSES - 1); the wait is"
+        f" GR_JAX_INIT_TIMEOUT_S (now {given.get('initialization_timeout', 300)} s)."
+    ) from None
+
+
+def check_same_config(config: ConfigDict, workdir: str) -> None:
+  """Every process must train the same config in the same workdir.
+
+  Raises:
+    common.ConfigError: in every process, when one was started with another
+      config or workdir than process 0 (one line naming the processes and fields).
+  """
+  if jax.process_count() == 1:
+    return
+  mine = {**common.flatten(json.loads(json.dumps(config.to_dict(), default=str))), "--workdir": workdir}
+  text = np.frombuffer(json.dumps(mine, sort_keys=True).encode(), np.uint8)
+  digests = multihost_utils.process_allgather(np.frombuffer(hashlib.sha256(text).digest(), np.uint8))
+  if (digests == digests[0]).all():
+    return
+  # The settings themselves (padded to one length) say which fields differ.
+  length = int(multihost_utils.process_allgather(np.array([len(text)])).max())
+  texts = multihost_utils.process_allgather(np.pad(text, (0, length - len(text))))
+  settings = [json.loads(bytes(t).rstrip(b"\0")) for t in texts]
+  differing = []
+  for process, theirs in enumerate(settings[1:], 1):
+    fields = [f"{field} ({settings[0].get(field)!r} vs {theirs.get(field)!r})"
+              for field in sorted(set(theirs) | set(settings[0])) if theirs.get(field) != settings[0].get(field)]
+    if fields:
+      differing.append(f"process {process}: {', '.join(fields)}")
+  raise common.ConfigError(f"the processes of this job were started with other configs than process 0's"
+                           f" ({'; '.join(differing)}). Start every process with the same command.")
+
+
+def lost_peer(error: Exception) -> str | None:
+  """The one line for a collective that failed because another process is gone, else None."""
+  text = str(error)
+  if jax.process_count() == 1 or not re.search(r"Gloo|Connection closed|connection reset|UNAVAILABLE", text):
+    return None
+  others = [i for i in range(jax.process_count()) if i != jax.process_index()]
+  lost = others[0] if len(others) == 1 else "another process"
+  return (f"error: {_who()} stopped: process {lost} of the job is gone (a collective with it failed: "
+          f"{text.strip().splitlines()[0][:160]}). Run the job again (every process) to resume from its last"
+          " checkpoint.")
+
+
+def _why_stopped(lines: list[str]) -> str:
+  """Why JAX's coordination service stopped the training process (which process it lost), from its last lines."""
+  text = "\n".join(lines)
+  if "RegisterTask" in text:
+    return (f"the job did not come together within GR_JAX_INIT_TIMEOUT_S ="
+            f" {os.environ.get('GR_JAX_INIT_TIMEOUT_S', 300)} s: start every process (JAX_PROCESS_ID 0 .."
+            f" JAX_NUM_PROCESSES - 1), with JAX_COORDINATOR_ADDRESS ="
+            f" {os.environ.get('JAX_COORDINATOR_ADDRESS')!r} the host:port of process 0, reachable from each host")
+  dead = re.findall(r"Task (\d+) heartbeat timeout", text)
+  unhealthy = re.search(r"tasks are unhealthy \(stopped sending heartbeats\):\s*\n((?:\d+\s*\n?)+)", text)
+  if unhealthy:
+    dead += unhealthy.group(1).split()
+  if dead:
+    what = f"process {', '.join(sorted(set(dead)))} stopped sending heartbeats (it died, or hangs)"
+  elif "Socket closed" in text or "Connection refused" in text:
+    what = "the connection to process 0 (the coordinator) is lost: process 0 died"
+  else:
+    what = "another process of the job died"
+  return (f"{what}; JAX stops every process of the job when one is lost. Run the job again (every process) to"
+          " resume from its last checkpoint")
+
+
+def supervise(argv: list[str]) -> int:
+  """Runs this command again as the training process and returns its exit status.
+
+  Its output passes through; SIGINT / SIGTERM are passed on (the run saves a
+  checkpoint and stops). If JAX aborts it because another process failed, the
+  abort's dump is replaced by one line naming the lost process.
+  """
+  command = [sys.executable, "-m", "experiments.main", *argv[1:]]
+  process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace",
+                             env={**os.environ, _WORKER: str(os.getpid())})
+  previous = {s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS}
+  recent: list[str] = []
+  held: list[str] = []  # the coordination service's lines, shown unless they end in the abort
+  aborted = False
+  try:
+    for line in process.stderr:
+      recent = (recent + [line])[-200:]
+      aborted = aborted or _FATAL in line
+      if aborted:
+        continue
+      logged = _LOG_LINE.match(line)
+      if logged and _COORDINATION.search(logged.group(1)) or held and not logged:
+        held.append(line)
+        continue
+      sys.stderr.write("".join(held) + line)
+      sys.stderr.flush()
+      held = []
+    code = process.wait()
+    if not aborted:
+      sys.stderr.write("".join(held))
+  finally:
+    for stop_signal, handler in previous.items():
+      signal.signal(stop_signal, handler)
+  if aborted:
+    print(f"error: {_who()} stopped: {_why_stopped(recent)}.", file=sys.stderr)
+    return 1
+  if code < 0:
+    print(f"error: {_who()}: its training process was killed ({signal.Signals(-code).name}). Run the job again"
+          " (every process) to resume from its last checkpoint.", file=sys.stderr)
+    return 128 - code
+  return code
+
+
+def in_worker() -> bool:
+  return bool(os.environ.get(_WORKER))
+
+
+def stop_with_supervisor() -> None:
+  """In the training process: exits at once if the supervisor is killed (no process left behind)."""
+  supervisor = int(os.environ[_WORKER])
+
+  def watch():
+    while os.getppid() == supervisor:
+      time.sleep(1.0)
+    os._exit(1)
+
+  threading.Thread(target=watch, daemon=True, name="supervisor-watch").start()

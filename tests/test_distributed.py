@@ -1,0 +1,159 @@
+"""Multi-process populations through the real CLI: two processes on 127.0.0.1, JAX's runtime over gloo.
+
+Each test starts the processes the way the README documents (GR_JAX_DISTRIBUTED=1 and
+JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID), each with one CPU device, so
+that the population's members are split over a mesh of two devices in two processes.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.cli import ROOT, run_main
+from tests.test_listops_experiment import TINY as LISTOPS_TINY
+from tests.test_vae_experiment import TINY as VAE_TINY
+
+pytestmark = pytest.mark.slow
+
+# A silent process is noticed by the coordination service within this many seconds.
+HEARTBEAT_TIMEOUT_S = 10
+# Start-up and compilation of a tiny model in two processes sharing two cores takes ~20 s.
+TIMEOUT_S = 300
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _start(config: str, workdir, *overrides: str, num_processes: int = 2, port: int | None = None,
+           process_ids=None, environment=None) -> list[subprocess.Popen]:
+  """The job's processes (each in its own session, so that a test can kill one with its children)."""
+  port = port or _free_port()
+  command = [sys.executable, "-m", "experiments.main", f"--config={ROOT / config}", f"--workdir={workdir}"]
+  command += [f"--config.{o}" for o in overrides]
+  processes = []
+  for i in range(num_processes) if process_ids is None else process_ids:
+    env = {**os.environ, "GR_JAX_DISTRIBUTED": "1", "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+           "JAX_NUM_PROCESSES": str(num_processes), "JAX_PROCESS_ID": str(i),
+           "GR_JAX_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S), **(environment or {})}
+    processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      text=True, start_new_session=True))
+  return processes
+
+
+def _finish(processes: list[subprocess.Popen], timeout: float = TIMEOUT_S) -> list[tuple[int, str]]:
+  """Each process's exit status and stderr; every process ends by itself within ``timeout``."""
+  deadline = time.monotonic() + timeout
+  results = []
+  for process in processes:
+    try:
+      _, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+      for p in processes:
+        os.killpg(p.pid, signal.SIGKILL)
+      raise AssertionError(f"the job did not end within {timeout} s")
+    results.append((process.returncode, stderr))
+  return results
+
+
+def _run_job(config: str, workdir, *overrides: str) -> list[str]:
+  results = _finish(_start(config, workdir, *overrides))
+  for i, (code, stderr) in enumerate(results):
+    assert code == 0, f"process {i}: {stderr[-3000:]}"
+  return [stderr for _, stderr in results]
+
+
+def _outputs(workdir) -> tuple[list[dict], dict]:
+  """metrics.jsonl's records and results.json less what differs by machine (timings, device, shards)."""
+  records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+  results = json.loads((workdir / "results.json").read_text())
+  for name in ("device", "training_wall_time_s", "training_wall_time_steps", "final_eval_seconds"):
+    results.pop(name, None)
+  return records, results
+
+
+def _wait_for(path, processes, timeout: float = TIMEOUT_S) -> None:
+  deadline = time.monotonic() + timeout
+  while not path.exists():
+    assert time.monotonic() < deadline and all(p.poll() is None for p in processes), f"no {path}"
+    time.sleep(0.2)
+
+
+def _kill(process: subprocess.Popen) -> None:
+  os.killpg(process.pid, signal.SIGKILL)
+  process.wait()
+
+
+VAE = ("configs/vae_16ary.py", *VAE_TINY, "population.size=4", "estimator=st_gs", "variance_every=0", "mse_every=0",
+       "eval_every=0", "num_steps=600", "steps_per_call=100", "log_every=100", "checkpoint_every=100")
+
+
+def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_kills(tmp_path):
+  run_main(*VAE[:1], tmp_path / "one", *VAE[1:])
+  job = tmp_path / "two"
+  # Both processes killed (SIGKILL) once a checkpoint exists.
+  processes = _start(*VAE[:1], job, *VAE[1:])
+  _wait_for(job / "checkpoints" / "200", processes)
+  for process in processes:
+    _kill(process)
+  # Resumed; then process 1 alone dies: process 0 stops by itself, in one line naming it.
+  processes = _start(*VAE[:1], job, *VAE[1:])
+  _wait_for(job / "checkpoints" / "400", processes)
+  lost_at = time.monotonic()
+  _kill(processes[1])
+  (code, stderr), = _finish(processes[:1], timeout=120)
+  stopped_after = time.monotonic() - lost_at
+  last = stderr.strip().splitlines()[-1]
+  assert code == 1 and "Traceback" not in stderr and "Check failure" not in stderr
+  assert last.startswith("error: process 0 of 2 stopped: process 1 ") and "resume from its last checkpoint" in last
+  assert stopped_after < HEARTBEAT_TIMEOUT_S + 30
+  # Resumed again to the end: the same numbers as the uninterrupted one-process run.
+  zero, one = _run_job(*VAE[:1], job, *VAE[1:])
+  assert "resumed from the checkpoint at step 400" in zero or "resumed from the checkpoint at step 500" in zero
+  assert "step 600/600" in zero and "step 600/600" not in one  # process 0 alone logs the progress
+  assert _outputs(job) == _outputs(tmp_path / "one")
+  assert sorted(p.name for p in job.iterdir() if p.name.startswith(".lock")) == []
+
+
+def test_listops_population_over_two_processes_equals_one_process_and_continues_in_one(tmp_path):
+  settings = ("configs/listops_L10.py", *LISTOPS_TINY, "population.size=2", "estimator=st_gs")
+  run_main(*settings[:1], tmp_path / "one", *settings[1:], "num_epochs=2")
+  _run_job(*settings[:1], tmp_path / "two", *settings[1:], "num_epochs=2")
+  assert _outputs(tmp_path / "two") == _outputs(tmp_path / "one")
+  # The two processes' checkpoint (each wrote its shards) restores into one process with one device.
+  for workdir in (tmp_path / "one", tmp_path / "two"):
+    run_main(*settings[:1], workdir, *settings[1:], "num_epochs=3")
+  assert _outputs(tmp_path / "two") == _outputs(tmp_path / "one")
+
+
+def _one_line_each(results: list[tuple[int, str]], expected: str) -> None:
+  for code, stderr in results:
+    last = stderr.strip().splitlines()[-1]
+    assert code != 0 and "Traceback" not in stderr and "Check failure" not in stderr, stderr[-2000:]
+    assert expected in last, last
+
+
+def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
+  tiny = ("configs/vae_16ary.py", *VAE_TINY, "num_steps=2")
+  # Members that do not divide over the job's devices.
+  _one_line_each(_finish(_start(*tiny[:1], tmp_path / "a", *tiny[1:], "population.size=3")),
+                 "this job's 3 members do not divide evenly over its 2 devices")
+  # A process started with another config.
+  port = _free_port()
+  processes = _start(*tiny[:1], tmp_path / "b", *tiny[1:], port=port, process_ids=[0])
+  processes += _start(*tiny[:1], tmp_path / "b", *tiny[1:], "tau=0.7", port=port, process_ids=[1])
+  _one_line_each(_finish(processes), "other configs than process 0's (process 1: tau (0.5 vs 0.7))")
+  # A coordinator that nobody starts: process 1 alone gives up after GR_JAX_INIT_TIMEOUT_S.
+  started = time.monotonic()
+  alone = _finish(_start(*tiny[:1], tmp_path / "c", *tiny[1:], process_ids=[1], environment={
+      "GR_JAX_INIT_TIMEOUT_S": "5"}), timeout=120)
+  _one_line_each(alone, "the job did not come together within GR_JAX_INIT_TIMEOUT_S = 5 s")
+  assert time.monotonic() - started < 60
