@@ -10,7 +10,12 @@ with P members, ``--steps_per_call`` steps per jitted call, over members by
 calls after compilation; synthetic data of the real shapes (the speed does not
 depend on the pixel values or expressions).
 
-  python scripts/bench_population.py [--sizes=1,8,20] [--experiments=vae,listops]
+  python scripts/bench_population.py [--sizes=1,8,20] [--experiments=vae,listops] [--trace_dir=DIR]
+
+"x P=1" is the member-steps/s over that of a population of one (the issue's
+target on accelerators: >= 10x at P = 20, >= 25x at P = 64). ``--trace_dir``
+writes a ``jax.profiler`` trace of one call of the largest population per
+estimator and mode (TensorBoard's profile plugin or Perfetto read it).
 """
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
@@ -34,6 +39,7 @@ _MODES = flags.DEFINE_list("modes", ["vmap", "map"], "Vectorizations over member
 _STEPS = flags.DEFINE_integer("steps_per_call", 20, "Steps per jitted call of the population.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls (median reported).")
 _SEQUENTIAL_STEPS = flags.DEFINE_integer("sequential_steps", 50, "Timed steps of the sequential loop.")
+_TRACE_DIR = flags.DEFINE_string("trace_dir", None, "Where to write profiler traces of the largest populations.")
 
 
 def _setup(experiment: str, estimator: str):
@@ -56,7 +62,8 @@ def sequential_ms(config, task, names, data) -> float:
   """Median ms per step of the replaced loop: a jitted step per Python iteration, batches from the host."""
   hyperparameters = {k: jnp.float32(config[k]) for k in names}
   train_step = jax.jit(task.train_step, donate_argnums=0)
-  state = {"member": task.init_member(jax.random.key(0), hyperparameters, 0), "step": 0}
+  # A copy: the step donates its state, which may hold the task's own arrays (e.g. the VAE's input mean).
+  state = {"member": jax.tree.map(jnp.copy, task.init_member(jax.random.key(0), hyperparameters, 0)), "step": 0}
   num_examples = len(jax.tree.leaves(data)[0])
   order = np.random.default_rng(0).permutation(num_examples)
 
@@ -71,8 +78,9 @@ def sequential_ms(config, task, names, data) -> float:
   return median_ms(step, repeats=_SEQUENTIAL_STEPS.value, warmup=3)
 
 
-def population_ms(config, task, names, data, size: int, mode: str) -> float:
-  """Median ms per jitted call of ``steps_per_call`` steps of a population of ``size``."""
+def population_ms(config, task, names, data, size: int, mode: str, trace: str | None = None) -> float:
+  """Median ms per jitted call of ``steps_per_call`` steps of a population of ``size`` (``trace``: a profile
+  of one more call is written there)."""
   config.population.search, config.population.size, config.population.vectorize = "none", size, mode
   config.steps_per_call = _STEPS.value
   chosen = population.members(config, names, lambda *a: None)
@@ -86,7 +94,11 @@ def population_ms(config, task, names, data, size: int, mode: str) -> float:
     state["first"] += _STEPS.value
     return metrics
 
-  return median_ms(call, repeats=_REPEATS.value, warmup=2)
+  ms = median_ms(call, repeats=_REPEATS.value, warmup=2)
+  if trace:
+    with jax.profiler.trace(trace):
+      jax.block_until_ready(call())
+  return ms
 
 
 def main(argv):
@@ -95,20 +107,26 @@ def main(argv):
   print(f"device: {device.device_kind} ({jax.default_backend()}, {len(jax.devices())} device(s)), jax {jax.__version__};"
         f" {_STEPS.value} steps per call, median of {_REPEATS.value} calls; sequential: median of"
         f" {_SEQUENTIAL_STEPS.value} steps", flush=True)
-  print(f"{'experiment':<10} {'estimator':<9} {'P':>3} {'how':<16} {'member-steps/s':>15} {'x sequential':>13}")
+  print(f"{'experiment':<10} {'estimator':<9} {'P':>3} {'how':<16} {'member-steps/s':>15} {'x sequential':>13}"
+        f" {'x P=1':>7}")
   t0 = time.perf_counter()
   for experiment in _EXPERIMENTS.value:
     for estimator in _ESTIMATORS.value:
       config, task, names, data = _setup(experiment, estimator)
       rate = 1e3 / sequential_ms(config, task, names, data)
       print(f"{experiment:<10} {estimator:<9} {'n':>3} {'sequential runs':<16} {rate:>15.1f} {1.0:>13.2f}", flush=True)
-      for size in map(int, _SIZES.value):
+      sizes = list(map(int, _SIZES.value))
+      one = None
+      for size in sizes:
         for mode in _MODES.value if size > 1 else _MODES.value[:1]:
-          ms = population_ms(config, task, names, data, size, mode)
+          trace = _TRACE_DIR.value and size == max(sizes) and f"{_TRACE_DIR.value}/{experiment}_{estimator}_P{size}_{mode}"
+          ms = population_ms(config, task, names, data, size, mode, trace or None)
           members_rate = 1e3 * size * _STEPS.value / ms
+          one = members_rate if size == 1 else one
           how = f"population {mode}" if size > 1 else "population of 1"
-          print(f"{experiment:<10} {estimator:<9} {size:>3} {how:<16} {members_rate:>15.1f} {members_rate / rate:>13.2f}",
-                flush=True)
+          versus_one = f"{members_rate / one:>7.2f}" if one else f"{'-':>7}"
+          print(f"{experiment:<10} {estimator:<9} {size:>3} {how:<16} {members_rate:>15.1f} {members_rate / rate:>13.2f}"
+                f" {versus_one}", flush=True)
   print(f"(benchmark wall time {time.perf_counter() - t0:.0f} s)")
 
 
