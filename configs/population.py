@@ -1,4 +1,4 @@
-"""The ``population`` sub-config of the VAE and ListOps configs (read by experiments/population.py)."""
+"""The ``population`` sub-config of the VAE and ListOps configs (read by experiments/population)."""
 
 import ml_collections
 

@@ -23,7 +23,8 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.decoder_widths = (240, 240)
   config.activation = "tanh"  # or "relu"
   config.kernel_init = "glorot_uniform"  # (D.5) or "lecun_normal"
-  # The decoder's output bias at init: "data_log_odds" (the training pixels' log-odds, D.3) or "zeros".
+  # The decoder's output bias at init: "data_log_odds" (the training pixels' log-odds, D.3) or
+  # "zeros".
   config.decoder_output_bias = "data_log_odds"
   # The encoder's input minus: "running_average" (of the minibatch means, rate
   # centering_decay, frozen in evaluation; D.4), "pixel_means" (fixed) or "none".

@@ -57,12 +57,17 @@ def require_int(config: ConfigDict, *fields: str, minimum: int, allowed: str | N
 
 def require_batch_fits(config: ConfigDict, num_examples: int, what: str) -> None:
   """config.batch_size must not exceed the number of training examples."""
-  require(config.batch_size <= num_examples, "batch_size", f"at most the number of {what} ({num_examples})",
-          config.batch_size)
+  require(
+    config.batch_size <= num_examples,
+    "batch_size",
+    f"at most the number of {what} ({num_examples})",
+    config.batch_size,
+  )
 
 
-def check_estimator(config: ConfigDict, *, straight_through_only: bool = False,
-                    num_categories: int | None = None) -> estimators.Estimator:
+def check_estimator(
+  config: ConfigDict, *, straight_through_only: bool = False, num_categories: int | None = None
+) -> estimators.Estimator:
   """The configured estimator, or ConfigError naming the valid ones.
 
   Args:
@@ -78,14 +83,14 @@ def check_estimator(config: ConfigDict, *, straight_through_only: bool = False,
     raise ConfigError(f"config.estimator: {e}") from None
   if straight_through_only and not estimator.straight_through:
     raise ConfigError(
-        "config.estimator must be a straight-through estimator (one-hot forward, custom"
-        f" backward: {', '.join(estimators.name_patterns(straight_through=True))}) for this"
-        f" experiment; got {name!r}."
+      "config.estimator must be a straight-through estimator (one-hot forward, custom"
+      f" backward: {', '.join(estimators.name_patterns(straight_through=True))}) for this"
+      f" experiment; got {name!r}."
     )
   if estimator.binary_only and num_categories != 2:
     raise ConfigError(
-        f"config.estimator {name!r} needs binary variables (arity 2); this experiment's"
-        f" variables have {num_categories or 'varying numbers of'} categories."
+      f"config.estimator {name!r} needs binary variables (arity 2); this experiment's"
+      f" variables have {num_categories or 'varying numbers of'} categories."
     )
   return estimator
 
@@ -95,19 +100,45 @@ TAU_SCHEDULES = ("constant", "exponential")
 
 def check_common(config: ConfigDict) -> None:
   """Checks the fields every experiment shares, before any compute."""
-  require(isinstance(config.tau, (int, float)) and math.isfinite(config.tau) and config.tau > 0,
-          "tau", "a finite number > 0", config.tau)
-  require(config.tau_schedule in TAU_SCHEDULES, "tau_schedule", f"one of {TAU_SCHEDULES}", config.tau_schedule)
+  require(
+    isinstance(config.tau, (int, float)) and math.isfinite(config.tau) and config.tau > 0,
+    "tau",
+    "a finite number > 0",
+    config.tau,
+  )
+  require(
+    config.tau_schedule in TAU_SCHEDULES,
+    "tau_schedule",
+    f"one of {TAU_SCHEDULES}",
+    config.tau_schedule,
+  )
   # tau_min is checked against the members' own taus (population.check_schedule_floor).
-  require(isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
-          "tau_decay_rate", "a number >= 0 (per step)", config.tau_decay_rate)
+  require(
+    isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
+    "tau_decay_rate",
+    "a number >= 0 (per step)",
+    config.tau_decay_rate,
+  )
   require_int(config, "tau_decay_every", minimum=1)
   require_int(config, "batch_size", minimum=1)
-  require(isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
-          "learning_rate", "a number > 0", config.learning_rate)
-  require(isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
-          "weight_decay", "a number >= 0", config.weight_decay)
-  require(isinstance(config.seed, int) and not isinstance(config.seed, bool), "seed", "an int", config.seed)
+  require(
+    isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
+    "learning_rate",
+    "a number > 0",
+    config.learning_rate,
+  )
+  require(
+    isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
+    "weight_decay",
+    "a number >= 0",
+    config.weight_decay,
+  )
+  require(
+    isinstance(config.seed, int) and not isinstance(config.seed, bool),
+    "seed",
+    "an int",
+    config.seed,
+  )
 
 
 def tau_schedule(config: ConfigDict) -> Callable[[Any, Any], jax.Array]:
@@ -160,8 +191,10 @@ def write_text_atomic(path: pathlib.Path, text: str) -> None:
 
 
 def strict_json(obj: Any) -> Any:
-  """``obj`` with every non-finite float (a diverged member's metric) as None: JSON null, not a bare NaN
-  that strict parsers reject. (Files written before this, with NaN, still read: Python's json takes it.)"""
+  """``obj`` with every non-finite float (a diverged member's metric) as None: JSON null, not a bare
+  NaN
+  that strict parsers reject. (Files written before this, with NaN, still read: Python's json
+  takes it.)"""
   if isinstance(obj, float):
     return obj if math.isfinite(obj) else None
   if isinstance(obj, dict):
@@ -173,11 +206,14 @@ def strict_json(obj: Any) -> Any:
 
 def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
   """Writes strict JSON so that a reader (or a crash) never sees a partial file."""
-  write_text_atomic(path, json.dumps(strict_json(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
+  write_text_atomic(
+    path, json.dumps(strict_json(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+  )
 
 
 class MetricsWriter:
-  """Appends ``{"step": s, "split": name, ["member": i,] metric: value, ...}`` lines to metrics.jsonl.
+  """Appends ``{"step": s, "split": name, ["member": i,] metric: value, ...}`` lines to
+  metrics.jsonl.
 
   Each line is flushed and fsync'ed, so an interrupted run keeps everything it
   logged. The same values go to TensorBoard event files (tensorboardX), one
@@ -207,8 +243,10 @@ class MetricsWriter:
       self._summary_writer = SummaryWriter
     except ImportError:
       self._summary_writer = None
-      logging.info("TensorBoard event files are off (tensorboardX is not installed): pip install tensorboardX"
-                   " to write them; metrics.jsonl has every value.")
+      logging.info(
+        "TensorBoard event files are off (tensorboardX is not installed): pip install tensorboardX"
+        " to write them; metrics.jsonl has every value."
+      )
 
   def _board(self, member: int | None):
     if member not in self._tb:
@@ -217,18 +255,24 @@ class MetricsWriter:
     return self._tb[member]
 
   def truncate_after(self, step: int) -> None:
-    """Drops lines of steps after ``step`` and the final evaluation's lines (``"final": true``): a resumed
+    """Drops lines of steps after ``step`` and the final evaluation's lines (``"final": true``): a
+    resumed
     run logs them again, identically, and an extended run evaluates at its new end."""
     if self._file is None:
       return
     self._file.close()
-    lines = [line for line in (self.path.read_text().splitlines() if self.path.exists() else []) if line.strip()]
+    lines = [
+      line
+      for line in (self.path.read_text().splitlines() if self.path.exists() else [])
+      if line.strip()
+    ]
     kept = []
     for number, line in enumerate(lines, 1):
       try:
         record = json.loads(line)
       except json.JSONDecodeError:
-        # A crash or a full disk leaves a last line cut off mid-write; elsewhere the file was damaged.
+        # A crash or a full disk leaves a last line cut off mid-write; elsewhere the file was
+        # damaged.
         what = "a partial last line" if number == len(lines) else f"a damaged line {number}"
         logging.warning("dropping %s of %s: %r", what, self.path, line[:80])
         continue
@@ -237,8 +281,11 @@ class MetricsWriter:
     write_text_atomic(self.path, "".join(line + "\n" for line in kept))
     self._file = open(self.path, "a")
 
-  def write(self, step: int, split: str, member: int | None = None, final: bool = False, **metrics: float) -> None:
-    """One line; ``final`` marks the end-of-run evaluation's lines (dropped on resume, see truncate_after)."""
+  def write(
+    self, step: int, split: str, member: int | None = None, final: bool = False, **metrics: float
+  ) -> None:
+    """One line; ``final`` marks the end-of-run evaluation's lines (dropped on resume, see
+    truncate_after)."""
     if self._file is None:
       return
     record = {"step": int(step), "split": split}
@@ -254,15 +301,21 @@ class MetricsWriter:
       board = self._board(member)
       for name, value in metrics.items():
         if name not in self.NOT_PLOTTED:
-          board.add_scalar(f"final/{split}_{name}" if final else f"{split}/{name}", float(value), int(step))
+          board.add_scalar(
+            f"final/{split}_{name}" if final else f"{split}/{name}", float(value), int(step)
+          )
       board.flush()
 
   def describe_run(self, config: dict, hyperparameters: dict[int, dict[str, float]]) -> None:
-    """TensorBoard: the config (text, top-level run) and each member's hyperparameters (scalars at the first step)."""
+    """TensorBoard: the config (text, top-level run) and each member's hyperparameters (scalars at
+    the first step)."""
     if self._summary_writer is None:
       return
-    self._board(None).add_text("config", "```\n" + json.dumps(strict_json(config), indent=2, sort_keys=True) + "\n```",
-                               self._start_step)
+    self._board(None).add_text(
+      "config",
+      "```\n" + json.dumps(strict_json(config), indent=2, sort_keys=True) + "\n```",
+      self._start_step,
+    )
     for member, values in hyperparameters.items():
       for name, value in values.items():
         self._board(member).add_scalar(f"hyperparameters/{name}", float(value), self._start_step)
@@ -293,8 +346,12 @@ def _drop_closed_event_loop_noise() -> None:
 
   def hook(unraisable):
     message = str(unraisable.exc_value)
-    if (unraisable.exc_type is RuntimeError and message == "Event loop is closed"
-        or unraisable.exc_type is ImportError and "Python is likely shutting down" in message):
+    if (
+      unraisable.exc_type is RuntimeError
+      and message == "Event loop is closed"
+      or unraisable.exc_type is ImportError
+      and "Python is likely shutting down" in message
+    ):
       return
     previous(unraisable)
 
@@ -312,10 +369,10 @@ class Checkpointer:
   def __init__(self, workdir: pathlib.Path, max_to_keep: int = 2):
     _drop_closed_event_loop_noise()
     self._manager = ocp.CheckpointManager(
-        (workdir / "checkpoints").absolute(),
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False
-        ),
+      (workdir / "checkpoints").absolute(),
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False
+      ),
     )
 
   @property
@@ -348,10 +405,11 @@ class Checkpointer:
       needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state) if hasattr(leaf, "nbytes"))
       free = shutil.disk_usage(self.directory).free
       raise OSError(
-          errno.ENOSPC,
-          f"no space left on the device of {self.directory} while saving the checkpoint of step {step}:"
-          f" a checkpoint needs about {needed / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free. The"
-          " previous checkpoints are kept: free some space and run the same command again to resume",
+        errno.ENOSPC,
+        f"no space left on the device of {self.directory} while saving the checkpoint of step"
+        f" {step}:"
+        f" a checkpoint needs about {needed / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free. The"
+        " previous checkpoints are kept: free some space and run the same command again to resume",
       ) from None
     finally:
       logging.get_absl_handler().removeFilter(quiet)
@@ -366,15 +424,32 @@ class Checkpointer:
 # Config fields a restarted run may change: they affect logging, evaluation
 # cost or where data is read, not the trained model. num_steps and num_epochs
 # may only grow (training continues); every other field defines the run.
-SAFE_TO_CHANGE = frozenset({
-    "log_every", "eval_every", "checkpoint_every", "variance_every", "mse_every", "variance_draws",
-    "mse_reference_draws", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size", "data_dir",
-    "download", "cache_dir", "steps_per_call",
+SAFE_TO_CHANGE = frozenset(
+  {
+    "log_every",
+    "eval_every",
+    "checkpoint_every",
+    "variance_every",
+    "mse_every",
+    "variance_draws",
+    "mse_reference_draws",
+    "periodic_eval_samples",
+    "eval_batch_size",
+    "iwae_chunk_size",
+    "data_dir",
+    "download",
+    "cache_dir",
+    "steps_per_call",
     # Evaluation-only fields: they change what is measured, never the training.
-    "num_eval_samples", "num_eval_examples", "selection_eval_samples",
+    "num_eval_samples",
+    "num_eval_examples",
+    "selection_eval_samples",
     # Where the data was found (config.json's "data_used", a record, not a setting).
-    "data_used.train", "data_used.valid", "data_used.test",
-})
+    "data_used.train",
+    "data_used.valid",
+    "data_used.test",
+  }
+)
 MAY_GROW = ("num_steps", "num_epochs")
 # The safe fields that change a finished run's results.json (the final evaluation).
 EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
@@ -421,7 +496,8 @@ def lock_workdir(path: pathlib.Path) -> None:
     holder = handle.read().strip() or "another process"
     handle.close()
     raise ConfigError(
-        f"--workdir {path} is in use by another run ({holder}); wait for it to end or use another --workdir."
+      f"--workdir {path} is in use by another run ({holder}); wait for it to end or use another"
+      " --workdir."
     ) from None
   handle.seek(0)
   handle.truncate()
@@ -439,8 +515,12 @@ def unlock_workdirs() -> None:
     del _LOCKS[path]
 
 
-def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] | None = None,
-                    steps: int | None = None) -> pathlib.Path:
+def prepare_workdir(
+  workdir: str,
+  config: ConfigDict,
+  data_used: dict[str, str] | None = None,
+  steps: int | None = None,
+) -> pathlib.Path:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 
   ``data_used`` (split -> where its data was found) is recorded in config.json
@@ -460,30 +540,43 @@ def prepare_workdir(workdir: str, config: ConfigDict, data_used: dict[str, str] 
   record = new = _as_json({**config.to_dict(), **({"data_used": data_used} if data_used else {})})
   saved = _saved_config(path)
   if saved is not None and saved.get("experiment") != new.get("experiment"):
-    raise ConfigError(f"--workdir {path} holds a {saved.get('experiment')} run, and this config is a"
-                      f" {new.get('experiment')} run: use another --workdir.")
+    raise ConfigError(
+      f"--workdir {path} holds a {saved.get('experiment')} run, and this config is a"
+      f" {new.get('experiment')} run: use another --workdir."
+    )
   if saved is not None:
     saved = flatten(saved)
     new = flatten(new)
     differing = [
-        f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
-        for field in sorted(set(saved) | set(new))
-        if saved.get(field) != new.get(field) and field not in SAFE_TO_CHANGE
-        and not (field in MAY_GROW and isinstance(saved.get(field), int) and new.get(field, -1) > saved[field])
+      f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
+      for field in sorted(set(saved) | set(new))
+      if saved.get(field) != new.get(field)
+      and field not in SAFE_TO_CHANGE
+      and not (
+        field in MAY_GROW
+        and isinstance(saved.get(field), int)
+        and new.get(field, -1) > saved[field]
+      )
     ]
     if differing:
       raise ConfigError(
-          f"--workdir {path} holds a run with another config: {'; '.join(differing)}. Use a new"
-          " --workdir, or change only fields that are safe to change (logging and evaluation"
-          " intervals, data paths; num_steps / num_epochs may grow)."
+        f"--workdir {path} holds a run with another config: {'; '.join(differing)}. Use a new"
+        " --workdir, or change only fields that are safe to change (logging and evaluation"
+        " intervals, data paths; num_steps / num_epochs may grow)."
       )
   if finished:
-    unapplied = [f"{field}={new.get(field)!r} (its results: {saved.get(field)!r})" for field in EVALUATION_FIELDS
-                 if saved is not None and saved.get(field) != new.get(field)]
+    unapplied = [
+      f"{field}={new.get(field)!r} (its results: {saved.get(field)!r})"
+      for field in EVALUATION_FIELDS
+      if saved is not None and saved.get(field) != new.get(field)
+    ]
     if unapplied:
-      logging.warning("the run in %s is finished: %s not applied, so that config.json and results.json agree;"
-                      " delete results.json to evaluate the trained model again with them.", path,
-                      ", ".join(unapplied))
+      logging.warning(
+        "the run in %s is finished: %s not applied, so that config.json and results.json agree;"
+        " delete results.json to evaluate the trained model again with them.",
+        path,
+        ", ".join(unapplied),
+      )
     return path
   write_json_atomic(path / "config.json", record)
   write_json_atomic(path / CONFIG_BACKUP, record)
@@ -498,7 +591,11 @@ CONFIG_BACKUP = "config.backup.json"
 def _holds_run(path: pathlib.Path) -> bool:
   checkpoints = path / "checkpoints"
   has_checkpoint = checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
-  return has_checkpoint or (path / "metrics.jsonl").is_file() and (path / "metrics.jsonl").stat().st_size > 0
+  return (
+    has_checkpoint
+    or (path / "metrics.jsonl").is_file()
+    and (path / "metrics.jsonl").stat().st_size > 0
+  )
 
 
 def _saved_config(path: pathlib.Path) -> dict | None:
@@ -517,18 +614,22 @@ def _saved_config(path: pathlib.Path) -> dict | None:
       logging.warning("%s is damaged (%s)", file, e)
       continue
     if name == CONFIG_BACKUP:
-      logging.warning("%s/config.json is missing or damaged: the run's config is read from %s", path, file)
+      logging.warning(
+        "%s/config.json is missing or damaged: the run's config is read from %s", path, file
+      )
     return saved
   if _holds_run(path):
     raise ConfigError(
-        f"--workdir {path} holds a run (checkpoints or metrics) but its config.json is missing or damaged and"
-        f" {CONFIG_BACKUP} does not read either: restore config.json, or use a new --workdir."
+      f"--workdir {path} holds a run (checkpoints or metrics) but its config.json is missing or"
+      " damaged and"
+      f" {CONFIG_BACKUP} does not read either: restore config.json, or use a new --workdir."
     )
   return None
 
 
 def finished_results(path: pathlib.Path, steps: int, quiet: bool = False) -> dict | None:
-  """results.json of a run that already trained for ``steps`` steps, else None (``quiet``: logs nothing)."""
+  """results.json of a run that already trained for ``steps`` steps, else None (``quiet``: logs
+  nothing)."""
   results_path = path / "results.json"
   if not results_path.exists():
     return None
@@ -536,14 +637,21 @@ def finished_results(path: pathlib.Path, steps: int, quiet: bool = False) -> dic
     results = json.loads(results_path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     if not quiet:
-      logging.warning("%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e)
+      logging.warning(
+        "%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e
+      )
     return None
   if results.get("steps") != steps:
     return None
   if quiet:
     return results
-  logging.info("the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
-               " evaluate it again.", path, steps, results_path)
+  logging.info(
+    "the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
+    " evaluate it again.",
+    path,
+    steps,
+    results_path,
+  )
   return results
 
 
@@ -572,8 +680,9 @@ def _restore_latest_good(path: pathlib.Path, template: Any) -> tuple[Checkpointe
     if step is None and skipped:
       checkpointer.close()
       raise ConfigError(
-          f"none of the checkpoints {skipped} in {path / 'checkpoints'} restores (see the lines above;"
-          f" they are kept in {path / 'damaged_checkpoints'}); run again to start from step 0."
+        f"none of the checkpoints {skipped} in {path / 'checkpoints'} restores (see the lines"
+        " above;"
+        f" they are kept in {path / 'damaged_checkpoints'}); run again to start from step 0."
       )
     if step is None:
       return checkpointer, template, 0
@@ -589,14 +698,22 @@ def _restore_latest_good(path: pathlib.Path, template: Any) -> tuple[Checkpointe
     if is_writer():
       aside.parent.mkdir(exist_ok=True)
       os.replace(checkpointer.directory / str(step), aside)
-    if jax.process_count() > 1:  # the other processes look for the next checkpoint once it is set aside
+    if (
+      jax.process_count() > 1
+    ):  # the other processes look for the next checkpoint once it is set aside
       multihost_utils.sync_global_devices(f"checkpoint {step} set aside")
     skipped.append(step)
-    logging.warning("skipping the checkpoint at step %d, which does not restore (%s); moved to %s",
-                    step, reason, aside)
+    logging.warning(
+      "skipping the checkpoint at step %d, which does not restore (%s); moved to %s",
+      step,
+      reason,
+      aside,
+    )
 
 
-def start_or_resume(path: pathlib.Path, init_state: Any) -> tuple[Checkpointer, MetricsWriter, Any, int]:
+def start_or_resume(
+  path: pathlib.Path, init_state: Any
+) -> tuple[Checkpointer, MetricsWriter, Any, int]:
   """The workdir's checkpointer and metrics writer, the state to train from, and its step.
 
   The state is the newest checkpoint that restores (restored into the
@@ -619,8 +736,8 @@ class Interrupted(Exception):
 
   def __init__(self, signum: int, step: int):
     super().__init__(
-        f"stopped by {signal.Signals(signum).name} at step {step}; the checkpoint of that step is"
-        " saved. Run the same command again to resume."
+      f"stopped by {signal.Signals(signum).name} at step {step}; the checkpoint of that step is"
+      " saved. Run the same command again to resume."
     )
     self.signum = signum
 
@@ -647,7 +764,8 @@ class StopSignals:
 
   @property
   def requested(self) -> bool:
-    """Whether a signal arrived; in a multi-process job, at any process (so that all stop at the same step)."""
+    """Whether a signal arrived; in a multi-process job, at any process (so that all stop at the
+    same step)."""
     if jax.process_count() > 1:  # every process asks at the same points of the loop
       received = multihost_utils.process_allgather(np.array([self.signum or 0]))
       self.signum = self.signum or next((int(s) for s in received if s), None)
@@ -685,9 +803,21 @@ class ProgressLogger:
     elapsed = time.perf_counter() - self._t0
     rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
     eta = (self.last_step - step) / rate if rate > 0 else float("nan")
-    final = f" (training {eta:.0f}s + final evaluation ~{self.final_seconds:.0f}s)" if self.final_seconds else ""
+    final = (
+      f" (training {eta:.0f}s + final evaluation ~{self.final_seconds:.0f}s)"
+      if self.final_seconds
+      else ""
+    )
     eta_total = eta + (self.final_seconds or 0.0)
     values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
-    logging.info("step %d/%d  %.1f steps/s  ETA %.0fs%s  %s%s", step, self.last_step, rate, eta_total, final, note,
-                 values)
+    logging.info(
+      "step %d/%d  %.1f steps/s  ETA %.0fs%s  %s%s",
+      step,
+      self.last_step,
+      rate,
+      eta_total,
+      final,
+      note,
+      values,
+    )
     return rate

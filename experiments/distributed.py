@@ -1,4 +1,5 @@
-"""Multi-process jobs (``GR_JAX_DISTRIBUTED=1``): start-up, one config for all, a lost process in one line.
+"""Multi-process jobs (``GR_JAX_DISTRIBUTED=1``): start-up, one config for all, a lost process in
+one line.
 
 Every process runs the same command; JAX joins them into one job
 (``jax.distributed``) whose devices form one mesh. The population's members are
@@ -37,16 +38,17 @@ _WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it st
 # (environment variable, jax.distributed.initialize argument, type). The timeouts bound how long a
 # process waits for the others at start-up and how soon a silent (dead or hung) process is noticed.
 _SETTINGS = (
-    ("JAX_COORDINATOR_ADDRESS", "coordinator_address", str),
-    ("JAX_NUM_PROCESSES", "num_processes", int),
-    ("JAX_PROCESS_ID", "process_id", int),
-    ("GR_JAX_INIT_TIMEOUT_S", "initialization_timeout", int),
-    ("GR_JAX_HEARTBEAT_TIMEOUT_S", "heartbeat_timeout_seconds", int),
+  ("JAX_COORDINATOR_ADDRESS", "coordinator_address", str),
+  ("JAX_NUM_PROCESSES", "num_processes", int),
+  ("JAX_PROCESS_ID", "process_id", int),
+  ("GR_JAX_INIT_TIMEOUT_S", "initialization_timeout", int),
+  ("GR_JAX_HEARTBEAT_TIMEOUT_S", "heartbeat_timeout_seconds", int),
 )
 # What JAX prints when the coordination service stops a process because another one failed.
 _FATAL = "Terminating process because the JAX distributed service detected fatal errors"
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# A log line (absl's format, Python's or C++'s) and its source file; the coordination service's files.
+# A log line (absl's format, Python's or C++'s) and its source file; the coordination service's
+# files.
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ([\w.]+):\d+\]")
 _COORDINATION = re.compile(r"coordination|preemption|client\.h")
 
@@ -56,11 +58,14 @@ def requested() -> bool:
 
 
 def _who() -> str:
-  return f"process {os.environ.get('JAX_PROCESS_ID', '?')} of {os.environ.get('JAX_NUM_PROCESSES', '?')}"
+  return (
+    f"process {os.environ.get('JAX_PROCESS_ID', '?')} of {os.environ.get('JAX_NUM_PROCESSES', '?')}"
+  )
 
 
 def initialize() -> None:
-  """``jax.distributed.initialize`` from the environment (see _SETTINGS); on CPUs, collectives over gloo.
+  """``jax.distributed.initialize`` from the environment (see _SETTINGS); on CPUs, collectives over
+  gloo.
 
   On Cloud TPU pods and under SLURM / Open MPI, JAX finds the coordinator and
   the process's index by itself; elsewhere JAX_COORDINATOR_ADDRESS,
@@ -86,10 +91,11 @@ def initialize() -> None:
   except (RuntimeError, ValueError) as e:
     first = (str(e).strip().splitlines() or [""])[0][:300]
     raise common.ConfigError(
-        f"{_who()}: the multi-process job did not start ({type(e).__name__}: {first}). Start every process"
-        " with the same JAX_COORDINATOR_ADDRESS (host:port of process 0, reachable from each host),"
-        " JAX_NUM_PROCESSES and its own JAX_PROCESS_ID (0 .. JAX_NUM_PROCESSES - 1); the wait is"
-        f" GR_JAX_INIT_TIMEOUT_S (now {given.get('initialization_timeout', 300)} s)."
+      f"{_who()}: the multi-process job did not start ({type(e).__name__}: {first}). Start every"
+      " process"
+      " with the same JAX_COORDINATOR_ADDRESS (host:port of process 0, reachable from each host),"
+      " JAX_NUM_PROCESSES and its own JAX_PROCESS_ID (0 .. JAX_NUM_PROCESSES - 1); the wait is"
+      f" GR_JAX_INIT_TIMEOUT_S (now {given.get('initialization_timeout', 300)} s)."
     ) from None
 
 
@@ -102,9 +108,14 @@ def check_same_config(config: ConfigDict, workdir: str) -> None:
   """
   if jax.process_count() == 1:
     return
-  mine = {**common.flatten(json.loads(json.dumps(config.to_dict(), default=str))), "--workdir": workdir}
+  mine = {
+    **common.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
+    "--workdir": workdir,
+  }
   text = np.frombuffer(json.dumps(mine, sort_keys=True).encode(), np.uint8)
-  digests = multihost_utils.process_allgather(np.frombuffer(hashlib.sha256(text).digest(), np.uint8))
+  digests = multihost_utils.process_allgather(
+    np.frombuffer(hashlib.sha256(text).digest(), np.uint8)
+  )
   if (digests == digests[0]).all():
     return
   # The settings themselves (padded to one length) say which fields differ.
@@ -113,36 +124,52 @@ def check_same_config(config: ConfigDict, workdir: str) -> None:
   settings = [json.loads(bytes(t).rstrip(b"\0")) for t in texts]
   differing = []
   for process, theirs in enumerate(settings[1:], 1):
-    fields = [f"{field} ({settings[0].get(field)!r} vs {theirs.get(field)!r})"
-              for field in sorted(set(theirs) | set(settings[0])) if theirs.get(field) != settings[0].get(field)]
+    fields = [
+      f"{field} ({settings[0].get(field)!r} vs {theirs.get(field)!r})"
+      for field in sorted(set(theirs) | set(settings[0]))
+      if theirs.get(field) != settings[0].get(field)
+    ]
     if fields:
       differing.append(f"process {process}: {', '.join(fields)}")
-  raise common.ConfigError(f"the processes of this job were started with other configs than process 0's"
-                           f" ({'; '.join(differing)}). Start every process with the same command.")
+  raise common.ConfigError(
+    f"the processes of this job were started with other configs than process 0's"
+    f" ({'; '.join(differing)}). Start every process with the same command."
+  )
 
 
 def lost_peer(error: Exception) -> str | None:
   """The one line for a collective that failed because another process is gone, else None."""
   text = str(error)
-  if jax.process_count() == 1 or not re.search(r"Gloo|Connection closed|connection reset|UNAVAILABLE", text):
+  if jax.process_count() == 1 or not re.search(
+    r"Gloo|Connection closed|connection reset|UNAVAILABLE", text
+  ):
     return None
   others = [i for i in range(jax.process_count()) if i != jax.process_index()]
   lost = others[0] if len(others) == 1 else "another process"
-  return (f"error: {_who()} stopped: process {lost} of the job is gone (a collective with it failed: "
-          f"{text.strip().splitlines()[0][:160]}). Run the job again (every process) to resume from its last"
-          " checkpoint.")
+  return (
+    f"error: {_who()} stopped: process {lost} of the job is gone (a collective with it failed: "
+    f"{text.strip().splitlines()[0][:160]}). Run the job again (every process) to resume from its"
+    " last"
+    " checkpoint."
+  )
 
 
 def _why_stopped(lines: list[str]) -> str:
-  """Why JAX's coordination service stopped the training process (which process it lost), from its last lines."""
+  """Why JAX's coordination service stopped the training process (which process it lost), from its
+  last lines."""
   text = "\n".join(lines)
   if "RegisterTask" in text:
-    return (f"the job did not come together within GR_JAX_INIT_TIMEOUT_S ="
-            f" {os.environ.get('GR_JAX_INIT_TIMEOUT_S', 300)} s: start every process (JAX_PROCESS_ID 0 .."
-            f" JAX_NUM_PROCESSES - 1), with JAX_COORDINATOR_ADDRESS ="
-            f" {os.environ.get('JAX_COORDINATOR_ADDRESS')!r} the host:port of process 0, reachable from each host")
+    return (
+      f"the job did not come together within GR_JAX_INIT_TIMEOUT_S ="
+      f" {os.environ.get('GR_JAX_INIT_TIMEOUT_S', 300)} s: start every process (JAX_PROCESS_ID 0 .."
+      f" JAX_NUM_PROCESSES - 1), with JAX_COORDINATOR_ADDRESS ="
+      f" {os.environ.get('JAX_COORDINATOR_ADDRESS')!r} the host:port of process 0, reachable from"
+      " each host"
+    )
   dead = re.findall(r"Task (\d+) heartbeat timeout", text)
-  unhealthy = re.search(r"tasks are unhealthy \(stopped sending heartbeats\):\s*\n((?:\d+\s*\n?)+)", text)
+  unhealthy = re.search(
+    r"tasks are unhealthy \(stopped sending heartbeats\):\s*\n((?:\d+\s*\n?)+)", text
+  )
   if unhealthy:
     dead += unhealthy.group(1).split()
   if dead:
@@ -151,8 +178,11 @@ def _why_stopped(lines: list[str]) -> str:
     what = "the connection to process 0 (the coordinator) is lost: process 0 died"
   else:
     what = "another process of the job died"
-  return (f"{what}; JAX stops every process of the job when one is lost. Run the job again (every process) to"
-          " resume from its last checkpoint")
+  return (
+    f"{what}; JAX stops every process of the job when one is lost. Run the job again (every"
+    " process) to"
+    " resume from its last checkpoint"
+  )
 
 
 def supervise(argv: list[str]) -> int:
@@ -163,9 +193,16 @@ def supervise(argv: list[str]) -> int:
   abort's dump is replaced by one line naming the lost process.
   """
   command = [sys.executable, "-m", "experiments.main", *argv[1:]]
-  process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace",
-                             env={**os.environ, _WORKER: str(os.getpid())})
-  previous = {s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS}
+  process = subprocess.Popen(
+    command,
+    stderr=subprocess.PIPE,
+    text=True,
+    errors="replace",
+    env={**os.environ, _WORKER: str(os.getpid())},
+  )
+  previous = {
+    s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS
+  }
   recent: list[str] = []
   held: list[str] = []  # the coordination service's lines, shown unless they end in the abort
   aborted = False
@@ -192,8 +229,12 @@ def supervise(argv: list[str]) -> int:
     print(f"error: {_who()} stopped: {_why_stopped(recent)}.", file=sys.stderr)
     return 1
   if code < 0:
-    print(f"error: {_who()}: its training process was killed ({signal.Signals(-code).name}). Run the job again"
-          " (every process) to resume from its last checkpoint.", file=sys.stderr)
+    print(
+      f"error: {_who()}: its training process was killed ({signal.Signals(-code).name}). Run the"
+      " job again"
+      " (every process) to resume from its last checkpoint.",
+      file=sys.stderr,
+    )
     return 128 - code
   return code
 

@@ -39,14 +39,26 @@ def validate(config: ConfigDict):
   common.check_common(config)
   population.check(config, HYPERPARAMETERS)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  common.require_int(config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)")
+  common.require_int(
+    config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)"
+  )
   common.require_int(config, "num_epochs", "num_train_examples", "eval_batch_size", minimum=1)
-  common.require_int(config, "checkpoint_every", "log_every", minimum=0, allowed="an int >= 0 (0 = off)")
+  common.require_int(
+    config, "checkpoint_every", "log_every", minimum=0, allowed="an int >= 0 (0 = off)"
+  )
   for field in INIT_FIELDS:
-    common.require(config[field] in tree_lstm.INITIALIZERS, field, f"one of {tuple(tree_lstm.INITIALIZERS)}",
-                   config[field])
-  common.require(isinstance(config.grad_clip_norm, (int, float)) and config.grad_clip_norm >= 0,
-                 "grad_clip_norm", "a number >= 0 (0 = no clipping)", config.grad_clip_norm)
+    common.require(
+      config[field] in tree_lstm.INITIALIZERS,
+      field,
+      f"one of {tuple(tree_lstm.INITIALIZERS)}",
+      config[field],
+    )
+  common.require(
+    isinstance(config.grad_clip_norm, (int, float)) and config.grad_clip_norm >= 0,
+    "grad_clip_norm",
+    "a number >= 0 (0 = no clipping)",
+    config.grad_clip_norm,
+  )
   return estimator
 
 
@@ -56,36 +68,45 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> tuple[li
     path = pathlib.Path(config.train_file)
     if not path.is_file():
       raise FileNotFoundError(
-          f"config.train_file {path} does not exist; write one with {GENERATOR_HINT}, or set"
-          " --config.train_file='' to generate the training data at start."
+        f"config.train_file {path} does not exist; write one with {GENERATOR_HINT}, or set"
+        " --config.train_file='' to generate the training data at start."
       )
     return listops.read_lines(path), str(path)
   exclude = listops.expressions(test_path) if test_path else set()
   # The cache key names the file whose expressions were excluded (by content).
   excluded = hashlib.sha256(test_path.read_bytes()).hexdigest()[:12] if test_path else "none"
   cache = pathlib.Path(config.cache_dir).expanduser() / (
-      f"train_n{config.num_train_examples}_seed{config.data_seed}_excluding{excluded}"
-      f"_generator{listops.GENERATOR_VERSION}.tsv"
+    f"train_n{config.num_train_examples}_seed{config.data_seed}_excluding{excluded}"
+    f"_generator{listops.GENERATOR_VERSION}.tsv"
   )
   if cache.is_file():
     lines = listops.read_lines(cache)
     if len(lines) == config.num_train_examples:
       return lines, f"{cache} (a cache of generated data: delete it to generate it again)"
-    logging.warning("the cached training data %s holds %d lines, not %d: generating it again", cache, len(lines),
-                    config.num_train_examples)
-  logging.info("generating %d ListOps training examples (seed %d)", config.num_train_examples, config.data_seed)
+    logging.warning(
+      "the cached training data %s holds %d lines, not %d: generating it again",
+      cache,
+      len(lines),
+      config.num_train_examples,
+    )
+  logging.info(
+    "generating %d ListOps training examples (seed %d)", config.num_train_examples, config.data_seed
+  )
   lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
   try:
     cache.parent.mkdir(parents=True, exist_ok=True)
     common.write_text_atomic(cache, "\n".join(lines) + "\n")
   except OSError as e:
-    raise common.ConfigError(f"config.cache_dir={config.cache_dir!r}: cannot write the generated training data"
-                             f" there ({e}); set --config.cache_dir to a writable directory.") from None
+    raise common.ConfigError(
+      f"config.cache_dir={config.cache_dir!r}: cannot write the generated training data"
+      f" there ({e}); set --config.cache_dir to a writable directory."
+    ) from None
   return lines, f"generated training data, cached in {cache}"
 
 
 def _data_dir(config: ConfigDict) -> pathlib.Path:
-  """config.data_dir, else $GR_JAX_DATA/listops, else the working directory: the first holding both files."""
+  """config.data_dir, else $GR_JAX_DATA/listops, else the working directory: the first holding both
+  files."""
   if config.data_dir:
     candidates = [pathlib.Path(config.data_dir)]
   else:
@@ -96,11 +117,13 @@ def _data_dir(config: ConfigDict) -> pathlib.Path:
       return directory
   looked = ", ".join(str(d) for d in candidates)
   raise FileNotFoundError(
-      f"ListOps {config.test_file} and {config.valid_file} not found: looked in {looked}. Set"
-      f" --config.data_dir (or the environment variable {mnist.DATA_ROOT_VARIABLE}, a directory holding"
-      " listops/) to the directory holding them (the d20s release of Nangia & Bowman 2018), or point"
-      f" --config.valid_file / --config.test_file at them; a validation split can also be generated with"
-      f" {GENERATOR_HINT}."
+    f"ListOps {config.test_file} and {config.valid_file} not found: looked in {looked}. Set"
+    f" --config.data_dir (or the environment variable {mnist.DATA_ROOT_VARIABLE}, a directory"
+    " holding"
+    " listops/) to the directory holding them (the d20s release of Nangia & Bowman 2018), or point"
+    " --config.valid_file / --config.test_file at them; a validation split can also be generated"
+    " with"
+    f" {GENERATOR_HINT}."
   )
 
 
@@ -117,24 +140,35 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
     logging.info("ListOps valid and test files read from %s", data_dir.resolve())
     splits = {split: listops.read_lines(path) for split, path in paths.items()}
     splits["train"], train_source = _train_lines(config, paths["test"])
-    sources = {**{split: str(path.resolve()) for split, path in paths.items()}, "train": train_source}
+    sources = {
+      **{split: str(path.resolve()) for split, path in paths.items()},
+      "train": train_source,
+    }
   if config.dataset == "synthetic":
     sources = {split: f"generated {split} data" for split in splits}
   data = {
-      split: listops.subset(listops.parse_lines(lines, sources[split]), config.max_length)
-      for split, lines in splits.items()
+    split: listops.subset(listops.parse_lines(lines, sources[split]), config.max_length)
+    for split, lines in splits.items()
   }
-  if config.dataset == "listops" and not config.train_file and len(data["train"]) < config.batch_size:
+  if (
+    config.dataset == "listops" and not config.train_file and len(data["train"]) < config.batch_size
+  ):
     raise common.ConfigError(
-        f"config.num_train_examples={config.num_train_examples} gives {len(data['train'])} training examples of"
-        f" length <= {config.max_length}, fewer than one batch ({config.batch_size}): raise num_train_examples"
-        " (the paper's training set: 90000)."
+      f"config.num_train_examples={config.num_train_examples} gives {len(data['train'])} training"
+      " examples of"
+      f" length <= {config.max_length}, fewer than one batch ({config.batch_size}): raise"
+      " num_train_examples"
+      " (the paper's training set: 90000)."
     )
   for split in ("valid", "test"):
     if not data[split]:
-      raise InvalidDataError(f"{sources[split]}: no {split} example of length <= {config.max_length} (the model is"
-                             " selected on valid and reported on test): give a file with such lines.")
-  common.require_batch_fits(config, len(data["train"]), f"training examples of length <= {config.max_length}")
+      raise InvalidDataError(
+        f"{sources[split]}: no {split} example of length <= {config.max_length} (the model is"
+        " selected on valid and reported on test): give a file with such lines."
+      )
+  common.require_batch_fits(
+    config, len(data["train"]), f"training examples of length <= {config.max_length}"
+  )
   return data, sources
 
 
@@ -143,25 +177,27 @@ HYPERPARAMETERS = ("learning_rate", "weight_decay", "tau")
 
 
 def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
-  """Member ``index`` of the paper's ListOps protocol (appendix D.3): its learning-rate grid times seeds.
+  """Member ``index`` of the paper's ListOps protocol (appendix D.3): its learning-rate grid times
+  seeds.
 
   Member i trains with learning rate {0.1, ..., 1.0}[i mod 10] and seed
   config.seed + i // 10 (a population of 50 is the grid times 5 seeds).
   """
   del search_seed  # a grid: nothing is drawn
   return config.seed + index // len(PAPER_LEARNING_RATES), {
-      "learning_rate": PAPER_LEARNING_RATES[index % len(PAPER_LEARNING_RATES)]}
+    "learning_rate": PAPER_LEARNING_RATES[index % len(PAPER_LEARNING_RATES)]
+  }
 
 
 def make_model(config: ConfigDict, rngs: nnx.Rngs) -> tree_lstm.GumbelTreeLSTM:
   return tree_lstm.GumbelTreeLSTM(
-      len(listops.VOCAB),
-      listops.NUM_CLASSES,
-      embed_dim=config.embed_dim,
-      hidden_dim=config.hidden_dim,
-      classifier_hidden_dim=config.classifier_hidden_dim,
-      **{field: config[field] for field in INIT_FIELDS},
-      rngs=rngs,
+    len(listops.VOCAB),
+    listops.NUM_CLASSES,
+    embed_dim=config.embed_dim,
+    hidden_dim=config.hidden_dim,
+    classifier_hidden_dim=config.classifier_hidden_dim,
+    **{field: config[field] for field in INIT_FIELDS},
+    rngs=rngs,
   )
 
 
@@ -190,16 +226,20 @@ class ListOpsTask:
   def init_member(self, key, hyperparameters, seed):
     del seed
     params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
-    optimizer = self.make_optimizer(learning_rate=hyperparameters["learning_rate"],
-                                    weight_decay=hyperparameters["weight_decay"])
+    optimizer = self.make_optimizer(
+      learning_rate=hyperparameters["learning_rate"], weight_decay=hyperparameters["weight_decay"]
+    )
     return {"params": params, "opt_state": optimizer.init(params)}
 
   @staticmethod
   def records(size: int) -> dict:
     """Model selection so far, per member: the best validation epoch and its correct counts
     (integers: accuracies are exact fractions of the splits)."""
-    return {"best_valid": np.full(size, -1, np.int32), "best_test": np.zeros(size, np.int32),
-            "best_epoch": np.zeros(size, np.int32)}
+    return {
+      "best_valid": np.full(size, -1, np.int32),
+      "best_test": np.zeros(size, np.int32),
+      "best_epoch": np.zeros(size, np.int32),
+    }
 
   def loss(self, params, tokens, lengths, labels, key, tau):
     select = lambda select_key, merge_logits: self.estimator(select_key, merge_logits, tau=tau)
@@ -210,11 +250,15 @@ class ListOpsTask:
   def train_step(self, member, hyperparameters, batch, key, step):
     tau = self.tau_at(hyperparameters["tau"], step)
     (loss, accuracy), grads = jax.value_and_grad(self.loss, has_aux=True)(
-        member["params"], batch["tokens"], batch["lengths"], batch["labels"], key, tau
+      member["params"], batch["tokens"], batch["lengths"], batch["labels"], key, tau
     )
     updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
     params = optax.apply_updates(member["params"], updates)
-    return {"params": params, "opt_state": opt_state}, {"loss": loss, "accuracy": accuracy, "tau": tau}
+    return {"params": params, "opt_state": opt_state}, {
+      "loss": loss,
+      "accuracy": accuracy,
+      "tau": tau,
+    }
 
   def predict(self, params, tokens, lengths):
     logits = nnx.merge(self.graphdef, params)(tokens, lengths, jax.random.key(0))
@@ -253,17 +297,30 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   task = ListOpsTask(config, estimator)
   train = encoded["train"]
   trainer = population.Trainer(
-      population.Task(task.init_member, task.train_step, _as_arrays(train), config.batch_size, num_steps,
-                      task.records),
-      config, chosen,
+    population.Task(
+      task.init_member,
+      task.train_step,
+      _as_arrays(train),
+      config.batch_size,
+      num_steps,
+      task.records,
+    ),
+    config,
+    chosen,
   )
   num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
-  logging.info("%d train / %d valid / %d test examples with L <= %d; %d steps", len(train.labels), num_valid,
-               num_test, config.max_length, num_steps)
+  logging.info(
+    "%d train / %d valid / %d test examples with L <= %d; %d steps",
+    len(train.labels),
+    num_valid,
+    num_test,
+    config.max_length,
+    num_steps,
+  )
   predict = jax.jit(trainer.parallel(task.predict, shared=2))
 
   def correct(params, batch: listops.Batch) -> np.ndarray:
-    """``[P]`` greedy parses classified correctly over a split, in fixed-size (padded) eval batches."""
+    """``[P]`` greedy parses classified correctly over a split, in fixed-size (padded) batches."""
     size = config.eval_batch_size
     counts = np.zeros(trainer.size, np.int64)
     for start in range(0, len(batch.labels), size):
@@ -278,18 +335,29 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   def evaluate_epoch(step, state):
     epoch = step // steps_per_epoch
     params = state["members"]["params"]
-    valid_correct, test_correct = correct(params, encoded["valid"]), correct(params, encoded["test"])
-    run.write(step, "valid", {"accuracy": valid_correct / num_valid, "epoch": np.full(trainer.size, epoch)})
-    run.write(step, "test", {"accuracy": test_correct / num_test, "epoch": np.full(trainer.size, epoch)})
-    logging.info("epoch %d: valid %s test %s", epoch, population.describe(valid_correct / num_valid),
-                 population.describe(test_correct / num_test))
+    valid_correct, test_correct = (
+      correct(params, encoded["valid"]),
+      correct(params, encoded["test"]),
+    )
+    run.write(
+      step, "valid", {"accuracy": valid_correct / num_valid, "epoch": np.full(trainer.size, epoch)}
+    )
+    run.write(
+      step, "test", {"accuracy": test_correct / num_test, "epoch": np.full(trainer.size, epoch)}
+    )
+    logging.info(
+      "epoch %d: valid %s test %s",
+      epoch,
+      population.describe(valid_correct / num_valid),
+      population.describe(test_correct / num_test),
+    )
     records = population.to_host(state["records"])
     # A diverged member's best epoch so far stands.
     better = population.to_host(state["alive"]) & (valid_correct > records["best_valid"])
     records = {
-        "best_valid": np.where(better, valid_correct, records["best_valid"]).astype(np.int32),
-        "best_test": np.where(better, test_correct, records["best_test"]).astype(np.int32),
-        "best_epoch": np.where(better, epoch, records["best_epoch"]).astype(np.int32),
+      "best_valid": np.where(better, valid_correct, records["best_valid"]).astype(np.int32),
+      "best_test": np.where(better, test_correct, records["best_test"]).astype(np.int32),
+      "best_epoch": np.where(better, epoch, records["best_epoch"]).astype(np.int32),
     }
     return {**state, "records": jax.device_put(records, state["alive"].sharding)}
 
@@ -299,15 +367,27 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   reports = []
   for i, member in enumerate(chosen):
     best_valid, best_test = max(0, int(records["best_valid"][i])), int(records["best_test"][i])
-    reports.append(population.member_report(member, {
-        "valid_accuracy": best_valid / num_valid,
-        "test_accuracy": best_test / num_test,
-        "valid_correct": f"{best_valid}/{num_valid}",
-        "test_correct": f"{best_test}/{num_test}",
-        "best_epoch": int(records["best_epoch"][i]),
-        "final_tau": float(task.tau_at(member.hyperparameters["tau"], num_steps)),
-    }, int(diverged_at[i])))
-  results = population.finish(path, config, reports, "valid_accuracy", "max", {
+    reports.append(
+      population.member_report(
+        member,
+        {
+          "valid_accuracy": best_valid / num_valid,
+          "test_accuracy": best_test / num_test,
+          "valid_correct": f"{best_valid}/{num_valid}",
+          "test_correct": f"{best_test}/{num_test}",
+          "best_epoch": int(records["best_epoch"][i]),
+          "final_tau": float(task.tau_at(member.hyperparameters["tau"], num_steps)),
+        },
+        int(diverged_at[i]),
+      )
+    )
+  results = population.finish(
+    path,
+    config,
+    reports,
+    "valid_accuracy",
+    "max",
+    {
       "steps": num_steps,
       "num_epochs": config.num_epochs,
       "trained_steps": run.last_step,
@@ -319,7 +399,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "grad_clip_norm": config.grad_clip_norm,
       "num_train_examples_requested": config.num_train_examples,
       "num_train_examples": len(train.labels),  # kept: length <= max_length
-  }, columns=("valid_accuracy", "test_accuracy", "best_epoch"))
+    },
+    columns=("valid_accuracy", "test_accuracy", "best_epoch"),
+  )
   population.log_selection(results, "valid_accuracy", ("valid_accuracy", "test_accuracy"))
   run.close()
   return results

@@ -28,7 +28,10 @@ EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/*.py).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, checkpoints and results.")
 _LIST_FIELDS = flags.DEFINE_boolean(
-    "list_fields", False, "Print every field of --config (with the overrides) and its comment, then exit.")
+  "list_fields",
+  False,
+  "Print every field of --config (with the overrides) and its comment, then exit.",
+)
 flags.mark_flags_as_required(["config"])
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -54,17 +57,23 @@ def main(argv):
     logging.get_absl_handler().addFilter(_ProjectInfoOnly())
   config = _CONFIG.value
   if _LIST_FIELDS.value:
-    print(field_listing(config, config_flags.get_config_filename(flags.FLAGS["config"]).split(":")[0]))
+    print(
+      field_listing(config, config_flags.get_config_filename(flags.FLAGS["config"]).split(":")[0])
+    )
     return
   if not _WORKDIR.value:
-    sys.exit("error: --workdir is required: the directory for the run's metrics, checkpoints and results.")
+    sys.exit(
+      "error: --workdir is required: the directory for the run's metrics, checkpoints and results."
+    )
   if distributed.requested() and not distributed.in_worker():
     sys.exit(distributed.supervise(sys.argv))
   experiment = config.get("experiment")
   if experiment not in EXPERIMENTS:
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
   try:
-    if distributed.requested():  # one process of a multi-process job (see experiments/distributed.py)
+    if (
+      distributed.requested()
+    ):  # one process of a multi-process job (see experiments/distributed.py)
       distributed.stop_with_supervisor()
       distributed.initialize()
       if jax.process_index() > 0:  # process 0 logs the run's progress
@@ -93,8 +102,11 @@ def main(argv):
     sys.exit(128 + e.signum)
   except KeyboardInterrupt:
     logging.flush()
-    print("interrupted: what the run has saved is kept (after training, the trained model's"
-          " checkpoint); run the same command again to resume.", file=sys.stderr)
+    print(
+      "interrupted: what the run has saved is kept (after training, the trained model's"
+      " checkpoint); run the same command again to resume.",
+      file=sys.stderr,
+    )
     sys.exit(130)
 
 
@@ -111,7 +123,9 @@ def _field_comments(config_file: str) -> dict[str, str]:
   configs_dir = str(_ROOT / "configs")
   imported = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
   files = [pathlib.Path(config_file)]
-  files += sorted(pathlib.Path(f) for f in imported if f and f.startswith(configs_dir) and f != config_file)
+  files += sorted(
+    pathlib.Path(f) for f in imported if f and f.startswith(configs_dir) and f != config_file
+  )
   comments = {}
   for file in files:
     prefix = "population." if file.stem == "population" else ""
@@ -155,12 +169,14 @@ def _parse_flags(argv):
     return flags.FLAGS(argv)
   except AttributeError:  # ml_collections: no such field
     fields = _config_fields(argv)
-    given = [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
+    given = [a[len("--config.") :].split("=", 1)[0] for a in argv if a.startswith("--config.")]
     unknown = next((f for f in given if f not in fields), given[-1] if given else "?")
     close = difflib.get_close_matches(unknown, fields, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "."
-    sys.exit(f"error: --config.{unknown}: the config has no field {unknown!r}{hint}"
-             " (python -m experiments.main --config=FILE --list_fields lists them)")
+    sys.exit(
+      f"error: --config.{unknown}: the config has no field {unknown!r}{hint}"
+      " (python -m experiments.main --config=FILE --list_fields lists them)"
+    )
   except flags.Error as e:
     sys.exit(f"error: {e}")
 

@@ -63,10 +63,10 @@ class Member:
 PaperSearch = Callable[[int, int, ConfigDict], tuple[int, dict[str, float]]]
 
 _ALLOWED = {
-    "learning_rate": ("a number > 0", lambda v: v > 0),
-    "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1),
-    "weight_decay": ("a number >= 0", lambda v: v >= 0),
-    "tau": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
+  "learning_rate": ("a number > 0", lambda v: v > 0),
+  "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1),
+  "weight_decay": ("a number >= 0", lambda v: v >= 0),
+  "tau": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
 }
 
 
@@ -77,34 +77,69 @@ def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
   ok = isinstance(pop.size, int) and not isinstance(pop.size, bool) and pop.size >= 1
   common.require(ok, "population.size", "an int >= 1", pop.size)
   common.require(pop.search in SEARCHES, "population.search", f"one of {SEARCHES}", pop.search)
-  common.require(pop.vectorize in VECTORIZE, "population.vectorize", f"one of {VECTORIZE}", pop.vectorize)
-  common.require(isinstance(pop.search_seed, int), "population.search_seed", "an int", pop.search_seed)
+  common.require(
+    pop.vectorize in VECTORIZE, "population.vectorize", f"one of {VECTORIZE}", pop.vectorize
+  )
+  common.require(
+    isinstance(pop.search_seed, int), "population.search_seed", "an int", pop.search_seed
+  )
   for field in (*HYPERPARAMETERS, "seed"):
     values = tuple(pop[field])
     if not values:
       continue
-    common.require(pop.search == "lists", f"population.{field}", "empty unless population.search='lists'", values)
+    common.require(
+      pop.search == "lists", f"population.{field}", "empty unless population.search='lists'", values
+    )
     if field == "seed":
-      common.require(all(isinstance(v, int) and not isinstance(v, bool) for v in values),
-                     "population.seed", "a list of ints", values)
+      common.require(
+        all(isinstance(v, int) and not isinstance(v, bool) for v in values),
+        "population.seed",
+        "a list of ints",
+        values,
+      )
       continue
-    common.require(field in hyperparameters, f"population.{field}",
-                   f"empty: this experiment's hyperparameters are {tuple(hyperparameters)}", values)
+    common.require(
+      field in hyperparameters,
+      f"population.{field}",
+      f"empty: this experiment's hyperparameters are {tuple(hyperparameters)}",
+      values,
+    )
     allowed, test = _ALLOWED[field]
-    common.require(all(common.is_number(v) and test(v) for v in values), f"population.{field}", f"a list of {allowed}s",
-                   values)
+    common.require(
+      all(common.is_number(v) and test(v) for v in values),
+      f"population.{field}",
+      f"a list of {allowed}s",
+      values,
+    )
   if pop.search == "lists":
     lists = [tuple(pop[f]) for f in (*HYPERPARAMETERS, "seed")]
     combinations = math.prod(len(v) for v in lists if v)
-    common.require(any(lists), "population.search", "'none' or 'paper' when every population list is empty"
-                   " (with 'lists', give e.g. --config.population.learning_rate='(0.1,0.5)')", pop.search)
-    common.require(pop.size in (1, combinations), "population.size",
-                   f"1 or {combinations} (the number of combinations of the lists)", pop.size)
+    common.require(
+      any(lists),
+      "population.search",
+      "'none' or 'paper' when every population list is empty"
+      " (with 'lists', give e.g. --config.population.learning_rate='(0.1,0.5)')",
+      pop.search,
+    )
+    common.require(
+      pop.size in (1, combinations),
+      "population.size",
+      f"1 or {combinations} (the number of combinations of the lists)",
+      pop.size,
+    )
   size = population_size(config)
-  common.require(isinstance(pop.num_shards, int) and 1 <= pop.num_shards <= size, "population.num_shards",
-                 f"an int in [1, {size}] (the population's size)", pop.num_shards)
-  common.require(isinstance(pop.shard_index, int) and 0 <= pop.shard_index < pop.num_shards,
-                 "population.shard_index", f"an int in [0, {pop.num_shards - 1}]", pop.shard_index)
+  common.require(
+    isinstance(pop.num_shards, int) and 1 <= pop.num_shards <= size,
+    "population.num_shards",
+    f"an int in [1, {size}] (the population's size)",
+    pop.num_shards,
+  )
+  common.require(
+    isinstance(pop.shard_index, int) and 0 <= pop.shard_index < pop.num_shards,
+    "population.shard_index",
+    f"an int in [0, {pop.num_shards - 1}]",
+    pop.shard_index,
+  )
 
 
 def population_size(config: ConfigDict) -> int:
@@ -114,7 +149,9 @@ def population_size(config: ConfigDict) -> int:
   return pop.size
 
 
-def members(config: ConfigDict, hyperparameters: Sequence[str], paper_search: PaperSearch) -> list[Member]:
+def members(
+  config: ConfigDict, hyperparameters: Sequence[str], paper_search: PaperSearch
+) -> list[Member]:
   """This job's members (all of them unless ``population.num_shards`` > 1).
 
   Member i of the whole population has a seed and hyperparameters that depend
@@ -144,9 +181,12 @@ def check_schedule_floor(config: ConfigDict, chosen: Sequence[Member]) -> None:
   """The exponential temperature schedule's floor must not exceed any member's tau."""
   if config.tau_schedule == "exponential" and "tau" in chosen[0].hyperparameters:
     lowest = min(m.hyperparameters["tau"] for m in chosen)
-    common.require(isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= lowest, "tau_min",
-                   f"a number in (0, {lowest}] (the lowest member tau) with tau_schedule='exponential'",
-                   config.tau_min)
+    common.require(
+      isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= lowest,
+      "tau_min",
+      f"a number in (0, {lowest}] (the lowest member tau) with tau_schedule='exponential'",
+      config.tau_min,
+    )
 
 
 @dataclasses.dataclass
@@ -202,15 +242,23 @@ def software_record() -> dict:
   import flax
   import optax
 
-  record = {"versions": {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}}
+  record = {
+    "versions": {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
+  }
   root = pathlib.Path(__file__).resolve().parents[1]
   if (root / ".git").exists():
+
     def git(*args):
-      result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+      result = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30
+      )
       return result.stdout.strip() if result.returncode == 0 else None
+
     commit = git("rev-parse", "HEAD")
     if commit:
-      record["git_commit"] = commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+      record["git_commit"] = commit + (
+        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
+      )
   return record
 
 
@@ -244,20 +292,25 @@ class Trainer:
     self.member_sharded = len(devices) > 1 and self.size > 1
     if self.member_sharded and self.size % len(devices):
       raise common.ConfigError(
-          f"config.population.size: this job's {self.size} members do not divide evenly over its"
-          f" {len(devices)} devices; use a multiple of {len(devices)} (or population.num_shards)."
+        f"config.population.size: this job's {self.size} members do not divide evenly over its"
+        f" {len(devices)} devices; use a multiple of {len(devices)} (or population.num_shards)."
       )
     self.data_parallel = len(devices) > 1 and self.size == 1
     if self.data_parallel and task.batch_size % len(devices):
-      logging.warning("batch_size %d does not divide over %d devices: the single member runs unsplit",
-                      task.batch_size, len(devices))
+      logging.warning(
+        "batch_size %d does not divide over %d devices: the single member runs unsplit",
+        task.batch_size,
+        len(devices),
+      )
       self.data_parallel = False
     mode = config.population.vectorize
     if mode == "auto":
       mode = "map" if jax.default_backend() == "cpu" else "vmap"
     self.vectorize = mode
     replicated = NamedSharding(self.mesh, PartitionSpec())
-    self._member_sharding = NamedSharding(self.mesh, PartitionSpec(AXIS)) if self.member_sharded else replicated
+    self._member_sharding = (
+      NamedSharding(self.mesh, PartitionSpec(AXIS)) if self.member_sharded else replicated
+    )
     self.train_data = jax.device_put(task.train_data, replicated)
     self._blocks = {}
     self._init = jax.jit(self.parallel(self._init_one), out_shardings=self._member_sharding)
@@ -292,8 +345,9 @@ class Trainer:
     def sharded(*args):
       specs = (PartitionSpec(AXIS),) * (len(args) - shared) + (PartitionSpec(),) * shared
       # Members are independent (no collectives): the per-device values need no varying-axis types.
-      return jax.shard_map(apply, mesh=self.mesh, in_specs=specs, out_specs=PartitionSpec(AXIS),
-                           check_vma=False)(*args)
+      return jax.shard_map(
+        apply, mesh=self.mesh, in_specs=specs, out_specs=PartitionSpec(AXIS), check_vma=False
+      )(*args)
 
     return sharded
 
@@ -303,50 +357,63 @@ class Trainer:
     return self.task.init_member(jax.random.fold_in(jax.random.key(seed), 0), hyperparameters, seed)
 
   def init_state(self) -> dict:
-    """The population state at step 0 (a pure function of the members' seeds and hyperparameters)."""
+    """The population state at step 0 (a function of the members' seeds and hyperparameters)."""
     names = list(self.chosen[0].hyperparameters)
-    hyperparameters = {n: np.array([m.hyperparameters[n] for m in self.chosen], np.float32) for n in names}
+    hyperparameters = {
+      n: np.array([m.hyperparameters[n] for m in self.chosen], np.float32) for n in names
+    }
     seed = np.array([m.seed for m in self.chosen], np.int32)
     put = lambda tree: jax.device_put(tree, self._member_sharding)
     records = self.task.records(self.size) if self.task.records else {}
     return {
-        "members": self._init(put(seed), put(hyperparameters)),
-        "hyperparameters": put(hyperparameters),
-        "seed": put(seed),
-        "alive": put(np.ones(self.size, bool)),
-        "diverged_at": put(np.full(self.size, -1, np.int32)),
-        "records": put(records),
+      "members": self._init(put(seed), put(hyperparameters)),
+      "hyperparameters": put(hyperparameters),
+      "seed": put(seed),
+      "alive": put(np.ones(self.size, bool)),
+      "diverged_at": put(np.full(self.size, -1, np.int32)),
+      "records": put(records),
     }
 
   # -- training --------------------------------------------------------------------
 
   def _member_block(self, member, hyperparameters, seed, alive, diverged_at, steps, train_data):
-    """One member's block of steps (a lax.scan): its state, alive flag, divergence step and metrics."""
+    """One member's block of steps (a lax.scan): state, alive flag, divergence step, metrics."""
     task = self.task
     per_epoch, batch_size = task.steps_per_epoch, task.batch_size
     member_key = jax.random.key(seed)
     data_key, train_key = jax.random.fold_in(member_key, 2), jax.random.fold_in(member_key, 1)
-    permutation = lambda epoch: jax.random.permutation(jax.random.fold_in(data_key, epoch), task.num_examples)
+    permutation = lambda epoch: jax.random.permutation(
+      jax.random.fold_in(data_key, epoch), task.num_examples
+    )
 
     def body(carry, step):
       member, alive, diverged_at, order = carry
       epoch, index = jnp.divmod(step - 1, per_epoch)
-      order = jax.lax.cond((index == 0) & (step != steps[0]), lambda: permutation(epoch), lambda: order)
+      order = jax.lax.cond(
+        (index == 0) & (step != steps[0]), lambda: permutation(epoch), lambda: order
+      )
       rows = jax.lax.dynamic_slice_in_dim(order, index * batch_size, batch_size)
       if self.data_parallel:
         rows = jax.lax.with_sharding_constraint(rows, NamedSharding(self.mesh, PartitionSpec(AXIS)))
       batch = jax.tree.map(lambda a: jnp.take(a, rows, axis=0), train_data)
-      new, metrics = task.train_step(member, hyperparameters, batch, jax.random.fold_in(train_key, step), step)
+      new, metrics = task.train_step(
+        member, hyperparameters, batch, jax.random.fold_in(train_key, step), step
+      )
       # The metrics describe the state before the step; the new state must be finite too, so that a
       # frozen member keeps a state that evaluates.
-      checked = [*metrics.values(), *(a for a in jax.tree.leaves(new) if jnp.issubdtype(a.dtype, jnp.inexact))]
+      checked = [
+        *metrics.values(),
+        *(a for a in jax.tree.leaves(new) if jnp.issubdtype(a.dtype, jnp.inexact)),
+      ]
       finite = alive & jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in checked]))
       member = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, member)
       diverged_at = jnp.where(alive & ~finite, step, diverged_at)
       return (member, finite, diverged_at, order), metrics
 
     order = permutation((steps[0] - 1) // per_epoch)
-    (member, alive, diverged_at, _), metrics = jax.lax.scan(body, (member, alive, diverged_at, order), steps)
+    (member, alive, diverged_at, _), metrics = jax.lax.scan(
+      body, (member, alive, diverged_at, order), steps
+    )
     return member, alive, diverged_at, metrics
 
   def _block(self, num_steps: int):
@@ -355,8 +422,15 @@ class Trainer:
 
       def block(state, first_step, train_data):
         steps = first_step + jnp.arange(num_steps)
-        member, alive, diverged_at, metrics = run(state["members"], state["hyperparameters"], state["seed"],
-                                                  state["alive"], state["diverged_at"], steps, train_data)
+        member, alive, diverged_at, metrics = run(
+          state["members"],
+          state["hyperparameters"],
+          state["seed"],
+          state["alive"],
+          state["diverged_at"],
+          steps,
+          train_data,
+        )
         return {**state, "members": member, "alive": alive, "diverged_at": diverged_at}, metrics
 
       self._blocks[num_steps] = jax.jit(block, donate_argnums=0)
@@ -377,25 +451,42 @@ class Run:
   def __init__(self, trainer: Trainer, path: pathlib.Path, log_names: Sequence[str] = ()):
     self.trainer, self.path, self.log_names = trainer, path, tuple(log_names)
     self.stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
-    self.checkpointer, self.writer, self.state, self.start = common.start_or_resume(path, trainer.init_state())
+    self.checkpointer, self.writer, self.state, self.start = common.start_or_resume(
+      path, trainer.init_state()
+    )
     self.member_ids = [m.index for m in trainer.chosen]
     self.progress = common.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
-    self.writer.describe_run(trainer.config.to_dict(), {m.index: m.hyperparameters for m in trainer.chosen})
-    self.train_seconds = 0.0  # this process's training (a resumed run's earlier sessions are not counted)
+    self.writer.describe_run(
+      trainer.config.to_dict(), {m.index: m.hyperparameters for m in trainer.chosen}
+    )
+    self.train_seconds = (
+      0.0  # this process's training (a resumed run's earlier sessions are not counted)
+    )
 
   def train(self, hooks: Sequence[Hook]) -> dict:
-    """Trains to ``task.num_steps`` (or until every member has diverged); returns the final state."""
+    """Trains to ``task.num_steps`` (or until every member diverged); returns the final state."""
     trainer, config = self.trainer, self.trainer.config
     last, state, step = trainer.task.num_steps, self.state, self.start
     t0 = time.perf_counter()
     devices = len(jax.devices())
-    logging.info("%d member%s (%s over members, %d device%s%s), steps %d..%d in blocks of up to %d",
-                 trainer.size, "s" * (trainer.size > 1), trainer.vectorize, devices, "s" * (devices > 1),
-                 ", data parallel" if trainer.data_parallel else "", step + 1, last, config.steps_per_call)
+    logging.info(
+      "%d member%s (%s over members, %d device%s%s), steps %d..%d in blocks of up to %d",
+      trainer.size,
+      "s" * (trainer.size > 1),
+      trainer.vectorize,
+      devices,
+      "s" * (devices > 1),
+      ", data parallel" if trainer.data_parallel else "",
+      step + 1,
+      last,
+      config.steps_per_call,
+    )
     # Blocks end where periodic work is due, and at every log_every step, so that the
     # console shows progress at the interval asked for.
-    boundaries = [h.every for h in hooks if h.every] + [e for e in (config.checkpoint_every, config.log_every) if e]
+    boundaries = [h.every for h in hooks if h.every] + [
+      e for e in (config.checkpoint_every, config.log_every) if e
+    ]
     while step < last:
       if self.stop.requested:
         self.stop.stop(self.checkpointer, self.writer, step, state)
@@ -412,8 +503,11 @@ class Run:
       if config.checkpoint_every and step % config.checkpoint_every == 0:
         self.checkpointer.save(step, state)
       if not alive.any():
-        logging.error("every member diverged by step %d; stopping. Lower the learning rate(s) or set gradient"
-                      " clipping.", step)
+        logging.error(
+          "every member diverged by step %d; stopping. Lower the learning rate(s) or set gradient"
+          " clipping.",
+          step,
+        )
         break
     if self.stop.requested:  # a signal during the last block
       self.stop.stop(self.checkpointer, self.writer, step, state)
@@ -424,10 +518,14 @@ class Run:
 
   def record(self) -> dict:
     """results.json's record of this process's training: wall time and the steps it covers."""
-    return {"training_wall_time_s": round(self.train_seconds, 3), "training_wall_time_steps": [self.start, self.last_step]}
+    return {
+      "training_wall_time_s": round(self.train_seconds, 3),
+      "training_wall_time_steps": [self.start, self.last_step],
+    }
 
   def check_stop(self) -> None:
-    """After training (the final evaluation): raises Interrupted if SIGINT / SIGTERM arrived; the trained
+    """After training (the final evaluation): raises Interrupted if SIGINT / SIGTERM arrived; the
+    trained
     model's checkpoint is saved, so a rerun evaluates it again."""
     if self.stop.requested:
       self.close()
@@ -438,24 +536,41 @@ class Run:
   POINT_METRICS = ("tau",)
 
   def _log(self, first: int, last: int, metrics: dict, alive: np.ndarray, every: int):
-    steps = [s for s in range(first, last + 1) if (every and s % every == 0) or s == self.trainer.task.num_steps]
-    previous = first - 1  # every multiple of log_every in the block is logged, so an interval starts here
+    steps = [
+      s
+      for s in range(first, last + 1)
+      if (every and s % every == 0) or s == self.trainer.task.num_steps
+    ]
+    previous = (
+      first - 1
+    )  # every multiple of log_every in the block is logged, so an interval starts here
     for step in steps:
       window = slice(previous - first + 1, step - first + 1)
-      values = {k: v[:, step - first] if k in self.POINT_METRICS else v[:, window].mean(axis=1)
-                for k, v in metrics.items()}
+      values = {
+        k: v[:, step - first] if k in self.POINT_METRICS else v[:, window].mean(axis=1)
+        for k, v in metrics.items()
+      }
       for i, member in enumerate(self.member_ids):
         self.writer.write(step, "train", member=member, **{k: v[i] for k, v in values.items()})
       previous = step
     if steps:
-      shown = {k: float(np.mean(values[k][alive])) if alive.any() else float("nan") for k in self.log_names}
-      note = f"{alive.sum()}/{len(alive)} members alive, their mean: " if self.trainer.size > 1 else ""
+      shown = {
+        k: float(np.mean(values[k][alive])) if alive.any() else float("nan") for k in self.log_names
+      }
+      note = (
+        f"{alive.sum()}/{len(alive)} members alive, their mean: " if self.trainer.size > 1 else ""
+      )
       self.writer.write_progress(steps[-1], self.progress.log(steps[-1], note=note, **shown))
 
-  def write(self, step: int, split: str, values: dict[str, np.ndarray], final: bool = False) -> None:
-    """One metrics line per member: ``values`` maps names to ``[P]`` arrays (``final``: see MetricsWriter.write)."""
+  def write(
+    self, step: int, split: str, values: dict[str, np.ndarray], final: bool = False
+  ) -> None:
+    """One metrics line per member: ``values`` maps names to ``[P]`` arrays (``final``: see
+    MetricsWriter.write)."""
     for i, member in enumerate(self.member_ids):
-      self.writer.write(step, split, member=member, final=final, **{k: v[i] for k, v in values.items()})
+      self.writer.write(
+        step, split, member=member, final=final, **{k: v[i] for k, v in values.items()}
+      )
 
   def close(self) -> None:
     self.writer.close()
@@ -467,13 +582,19 @@ def describe(values: np.ndarray) -> str:
   """A member's value, or the best / median / worst of a population's."""
   if len(values) == 1:
     return f"{values[0]:.4f}"
-  return f"min {np.nanmin(values):.4f} median {np.nanmedian(values):.4f} max {np.nanmax(values):.4f} ({len(values)} members)"
+  low, middle, high = np.nanmin(values), np.nanmedian(values), np.nanmax(values)
+  return f"min {low:.4f} median {middle:.4f} max {high:.4f} ({len(values)} members)"
 
 
 def member_report(member: Member, results: dict, diverged_at: int) -> dict:
   """A ``members`` entry of results.json."""
-  return {"member": member.index, "seed": member.seed, **member.hyperparameters, **results,
-          "diverged_at_step": diverged_at if diverged_at >= 0 else None}
+  return {
+    "member": member.index,
+    "seed": member.seed,
+    **member.hyperparameters,
+    **results,
+    "diverged_at_step": diverged_at if diverged_at >= 0 else None,
+  }
 
 
 def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
@@ -487,36 +608,73 @@ def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
 def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
   """The results line of the selected member, or one line saying why no member could be selected."""
   if results["selected_member"] is not None:
-    logging.info("results: %s (member %s of %d)", " ".join(f"{n} {results[n]:.4g}" for n in names),
-                 results["selected_member"], len(results["members"]))
+    logging.info(
+      "results: %s (member %s of %d)",
+      " ".join(f"{n} {results[n]:.4g}" for n in names),
+      results["selected_member"],
+      len(results["members"]),
+    )
     return
-  diverged = [m["diverged_at_step"] for m in results["members"] if m["diverged_at_step"] is not None]
-  why = (f"every member diverged (at steps {diverged})" if len(diverged) == len(results["members"])
-         else f"no member has a finite {metric}")
-  logging.warning("no member could be selected on %s: %s; the members' results are in results.json.", metric, why)
+  diverged = [
+    m["diverged_at_step"] for m in results["members"] if m["diverged_at_step"] is not None
+  ]
+  why = (
+    f"every member diverged (at steps {diverged})"
+    if len(diverged) == len(results["members"])
+    else f"no member has a finite {metric}"
+  )
+  logging.warning(
+    "no member could be selected on %s: %s; the members' results are in results.json.", metric, why
+  )
 
 
-def finish(path: pathlib.Path, config: ConfigDict, reports: list[dict], metric: str, mode: str,
-           common_results: dict, columns: Sequence[str]) -> dict:
+def finish(
+  path: pathlib.Path,
+  config: ConfigDict,
+  reports: list[dict],
+  metric: str,
+  mode: str,
+  common_results: dict,
+  columns: Sequence[str],
+) -> dict:
   """Writes results.json (the selected member's results, plus every member's) and summary.md."""
-  common_results = {**common_results, "population_size": population_size(config),
-                    "shard": [config.population.shard_index, config.population.num_shards], "device": device_name(),
-                    **software_record()}
+  common_results = {
+    **common_results,
+    "population_size": population_size(config),
+    "shard": [config.population.shard_index, config.population.num_shards],
+    "device": device_name(),
+    **software_record(),
+  }
   return write_results(path, reports, metric, mode, common_results, columns)
 
 
-def write_results(path: pathlib.Path, reports: list[dict], metric: str, mode: str, common_results: dict,
-                  columns: Sequence[str]) -> dict:
-  """results.json: ``common_results``, the selected member's results, ``members``; and summary.md."""
+def write_results(
+  path: pathlib.Path,
+  reports: list[dict],
+  metric: str,
+  mode: str,
+  common_results: dict,
+  columns: Sequence[str],
+) -> dict:
+  """results.json (``common_results``, the selected member's results, ``members``), summary.md."""
   selected = select(reports, metric, mode)
-  # A member evaluated again more precisely (the VAE's selection_eval_samples) reports those numbers.
-  results = {**common_results, **(selected or {metric: None}), **(selected or {}).get("final", {}),
-             "members": reports, "selected_by": [metric, mode], "summary_columns": list(columns)}
+  # A member evaluated again more precisely (the VAE's selection_eval_samples) reports those
+  # numbers.
+  results = {
+    **common_results,
+    **(selected or {metric: None}),
+    **(selected or {}).get("final", {}),
+    "members": reports,
+    "selected_by": [metric, mode],
+    "summary_columns": list(columns),
+  }
   results["selected_member"] = selected["member"] if selected else None
   results.pop("member", None)
   results.pop("final", None)
   common.write_json_atomic(path / "results.json", results)
-  common.write_text_atomic(path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns))
+  common.write_text_atomic(
+    path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns)
+  )
   return results
 
 
@@ -527,25 +685,41 @@ def run_line(common_results: dict) -> str:
   parts += [f"{common_results['num_epochs']} epochs"] if "num_epochs" in common_results else []
   parts += [f"batch size {common_results['batch_size']}"] if "batch_size" in common_results else []
   if "num_eval_samples" in common_results:
-    parts.append(f"bounds: IWAE M = {common_results['num_eval_samples']} on {common_results['num_eval_examples']}"
-                 " images per split")
+    parts.append(
+      f"bounds: IWAE M = {common_results['num_eval_samples']} on"
+      f" {common_results['num_eval_examples']}"
+      " images per split"
+    )
   return ("Run: " + ", ".join(parts) + ".\n\n") if parts else ""
 
 
 def summary_table(reports: Sequence[dict], metric: str, mode: str, columns: Sequence[str]) -> str:
   """Markdown: one row per member, sorted by ``metric`` (best first; diverged last)."""
+
   def order(r):
     value = r.get(metric)
     if value is None or not math.isfinite(value):
       return (1, 0.0)
     return (0, value if mode == "min" else -value)
 
-  fields = ["member", "seed", *[h for h in HYPERPARAMETERS if h in reports[0]], *columns, "diverged_at_step"]
+  fields = [
+    "member",
+    "seed",
+    *[h for h in HYPERPARAMETERS if h in reports[0]],
+    *columns,
+    "diverged_at_step",
+  ]
   lines = ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
   for report in sorted(reports, key=order):
     cells = []
     for field in fields:
       value = report.get(field)
-      cells.append("-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value))
+      cells.append(
+        "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+      )
     lines.append("| " + " | ".join(cells) + " |")
-  return f"Members sorted by {metric} ({'lower' if mode == 'min' else 'higher'} is better).\n\n" + "\n".join(lines) + "\n"
+  return (
+    f"Members sorted by {metric} ({'lower' if mode == 'min' else 'higher'} is better).\n\n"
+    + "\n".join(lines)
+    + "\n"
+  )

@@ -32,18 +32,30 @@ def validate(config: ConfigDict) -> list[estimators.Estimator]:
       chosen.append(estimators.get(name))
     except ValueError as e:
       raise common.ConfigError(f"config.estimators: {e}") from None
-  common.require(len(chosen) >= 2, "estimators", "a list of at least two estimator names", config.estimators)
   common.require(
-      len(config.taus) >= 1 and all(isinstance(t, (int, float)) and t > 0 for t in config.taus),
-      "taus", "a non-empty list of numbers > 0", config.taus,
+    len(chosen) >= 2, "estimators", "a list of at least two estimator names", config.estimators
+  )
+  common.require(
+    len(config.taus) >= 1 and all(isinstance(t, (int, float)) and t > 0 for t in config.taus),
+    "taus",
+    "a non-empty list of numbers > 0",
+    config.taus,
   )
   common.require_int(config, "grid_resolution", minimum=3)
   common.require_int(config, "num_draws", minimum=2)
   common.require_int(config, "points_per_batch", "opt_steps", minimum=1)
-  common.require(config.opt_learning_rate > 0, "opt_learning_rate", "a number > 0", config.opt_learning_rate)
+  common.require(
+    config.opt_learning_rate > 0, "opt_learning_rate", "a number > 0", config.opt_learning_rate
+  )
   common.require(config.opt_tau > 0, "opt_tau", "a number > 0", config.opt_tau)
-  common.require(len(config.opt_start) == 3 and all(v > 0 for v in config.opt_start) and abs(sum(config.opt_start) - 1) < 1e-6,
-                 "opt_start", "a point (p1, p2, p3) of the open simplex", config.opt_start)
+  common.require(
+    len(config.opt_start) == 3
+    and all(v > 0 for v in config.opt_start)
+    and abs(sum(config.opt_start) - 1) < 1e-6,
+    "opt_start",
+    "a point (p1, p2, p3) of the open simplex",
+    config.opt_start,
+  )
   return chosen
 
 
@@ -51,7 +63,9 @@ def _gradient_draw(estimator, q, c):
   """(key, p, tau) -> one estimator draw of d E[f(D)] / d log p (A(p) held constant)."""
 
   def draw(key, p, tau):
-    return jax.grad(lambda theta: toy_qp.stochastic_loss(estimator(key, theta, tau=tau), p, q, c))(jnp.log(p))
+    return jax.grad(lambda theta: toy_qp.stochastic_loss(estimator(key, theta, tau=tau), p, q, c))(
+      jnp.log(p)
+    )
 
   return draw
 
@@ -69,9 +83,9 @@ def variance_map_fn(estimator, config, q, c):
     return jnp.log10(stats.trace_variance)
 
   return jax.jit(
-      lambda keys, points, tau: jax.lax.map(
-          lambda args: at_point(args, tau), (keys, points), batch_size=config.points_per_batch
-      )
+    lambda keys, points, tau: jax.lax.map(
+      lambda args: at_point(args, tau), (keys, points), batch_size=config.points_per_batch
+    )
   )
 
 
@@ -123,32 +137,47 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         maps[tau] = [saved[name] for name in names]
     else:
       maps[tau] = [
-          np.asarray(fn(jax.random.split(jax.random.fold_in(key, 100 * index + e), len(points)), points_f32, tau), np.float64)
-          for e, fn in enumerate(variance_fns)
+        np.asarray(
+          fn(
+            jax.random.split(jax.random.fold_in(key, 100 * index + e), len(points)), points_f32, tau
+          ),
+          np.float64,
+        )
+        for e, fn in enumerate(variance_fns)
       ]
       with common.atomic_path(file) as tmp:
         np.savez(tmp, points=points, **dict(zip(names, maps[tau])))
     difference = maps[tau][0] - maps[tau][1]
     summary[str(tau)] = {
-        "fraction_lower": float(np.mean(difference > 0)),
-        "median_log10_reduction": float(np.median(difference)),
-        "num_points": len(points),
+      "fraction_lower": float(np.mean(difference > 0)),
+      "median_log10_reduction": float(np.median(difference)),
+      "num_points": len(points),
     }
-    writer.write(index, f"tau{tau}", fraction_lower=summary[str(tau)]["fraction_lower"],
-                 median_log10_reduction=summary[str(tau)]["median_log10_reduction"])
-    logging.info("tau %s: %s lower at %.1f%% of %d points, median log10 reduction %.3f", tau, names[1],
-                 100 * summary[str(tau)]["fraction_lower"], len(points), summary[str(tau)]["median_log10_reduction"])
+    writer.write(
+      index,
+      f"tau{tau}",
+      fraction_lower=summary[str(tau)]["fraction_lower"],
+      median_log10_reduction=summary[str(tau)]["median_log10_reduction"],
+    )
+    logging.info(
+      "tau %s: %s lower at %.1f%% of %d points, median log10 reduction %.3f",
+      tau,
+      names[1],
+      100 * summary[str(tau)]["fraction_lower"],
+      len(points),
+      summary[str(tau)]["median_log10_reduction"],
+    )
   common.write_json_atomic(path / "variance_summary.json", summary)
   curves = {"exact gradient": optimize(None, config, q, c, key)}
   for e, (name, est) in enumerate(zip(names, chosen)):
     curves[name] = optimize(est, config, q, c, jax.random.fold_in(key, 10_000 + e))
   results = {
-      "variance": summary,
-      "estimators": names,
-      "num_draws": config.num_draws,
-      "optimization_final_objective": {name: float(v[-1]) for name, v in curves.items()},
-      "optimization_tau": config.opt_tau,
-      "seed": config.seed,
+    "variance": summary,
+    "estimators": names,
+    "num_draws": config.num_draws,
+    "optimization_final_objective": {name: float(v[-1]) for name, v in curves.items()},
+    "optimization_tau": config.opt_tau,
+    "seed": config.seed,
   }
   common.write_json_atomic(path / "results.json", results)
   common.write_json_atomic(path / "optimization.json", {k: v.tolist() for k, v in curves.items()})

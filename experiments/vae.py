@@ -47,36 +47,73 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     vae.log2_arity(config.arity)
   except ValueError:
     raise common.ConfigError(
-        f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
+      f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
     ) from None
   common.require_int(config, "num_vars", minimum=1)
   common.require_int(config, "num_steps", minimum=0)
   common.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  common.require(config.decoder_output_bias in OUTPUT_BIASES, "decoder_output_bias", f"one of {OUTPUT_BIASES}",
-                 config.decoder_output_bias)
-  common.require(config.center_inputs in CENTERINGS, "center_inputs", f"one of {CENTERINGS}", config.center_inputs)
-  common.require(common.is_number(config.centering_decay) and 0 <= config.centering_decay < 1, "centering_decay",
-                 "a number in [0, 1)", config.centering_decay)
-  for field, allowed in (("activation", vae.ACTIVATIONS), ("kernel_init", vae.KERNEL_INITS), ("prior", vae.PRIORS)):
+  common.require(
+    config.decoder_output_bias in OUTPUT_BIASES,
+    "decoder_output_bias",
+    f"one of {OUTPUT_BIASES}",
+    config.decoder_output_bias,
+  )
+  common.require(
+    config.center_inputs in CENTERINGS,
+    "center_inputs",
+    f"one of {CENTERINGS}",
+    config.center_inputs,
+  )
+  common.require(
+    common.is_number(config.centering_decay) and 0 <= config.centering_decay < 1,
+    "centering_decay",
+    "a number in [0, 1)",
+    config.centering_decay,
+  )
+  for field, allowed in (
+    ("activation", vae.ACTIVATIONS),
+    ("kernel_init", vae.KERNEL_INITS),
+    ("prior", vae.PRIORS),
+  ):
     common.require(config[field] in allowed, field, f"one of {tuple(allowed)}", config[field])
-  common.require_int(config, "eval_every", "checkpoint_every", "variance_every", "mse_every", "log_every",
-                     minimum=0, allowed="an int >= 0 (0 = off)")
-  common.require_int(config, "num_eval_samples", "periodic_eval_samples", "eval_batch_size", "iwae_chunk_size",
-                     minimum=1)
+  common.require_int(
+    config,
+    "eval_every",
+    "checkpoint_every",
+    "variance_every",
+    "mse_every",
+    "log_every",
+    minimum=0,
+    allowed="an int >= 0 (0 = off)",
+  )
+  common.require_int(
+    config,
+    "num_eval_samples",
+    "periodic_eval_samples",
+    "eval_batch_size",
+    "iwae_chunk_size",
+    minimum=1,
+  )
   common.require_int(config, "variance_draws", "mse_reference_draws", minimum=2)
-  common.require_int(config, "selection_eval_samples", minimum=0, allowed="an int >= 0 (0 = num_eval_samples)")
-  common.require(isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
-                 "num_eval_examples", "-1 (all) or an int >= 1", config.num_eval_examples)
+  common.require_int(
+    config, "selection_eval_samples", minimum=0, allowed="an int >= 0 (0 = num_eval_samples)"
+  )
+  common.require(
+    isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
+    "num_eval_examples",
+    "-1 (all) or an int >= 1",
+    config.num_eval_examples,
+  )
   return estimator
 
 
 def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
   """The binarized MNIST splits and where they were found."""
   data, source = mnist.load_with_source(
-      config.data_dir or None,
-      download=config.download,
-      synthetic_data=config.dataset == "synthetic",
+    config.data_dir or None,
+    download=config.download,
+    synthetic_data=config.dataset == "synthetic",
   )
   common.require_batch_fits(config, len(data["train"]), "training images")
   return data, source
@@ -97,31 +134,33 @@ def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int,
   """
   rng = np.random.default_rng([search_seed, index])
   drawn = {
-      "learning_rate": float(rng.choice(PAPER_LEARNING_RATES)),
-      "momentum": float(rng.uniform(0.0, 1.0)),
-      "weight_decay": float(rng.choice(PAPER_WEIGHT_DECAYS)),
-      "tau": float(rng.uniform(0.1, 1.0)),
+    "learning_rate": float(rng.choice(PAPER_LEARNING_RATES)),
+    "momentum": float(rng.uniform(0.0, 1.0)),
+    "weight_decay": float(rng.choice(PAPER_WEIGHT_DECAYS)),
+    "tau": float(rng.uniform(0.1, 1.0)),
   }
   return config.seed + index, drawn
 
 
 def make_model(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
   return vae.DiscreteVAE(
-      config.num_vars,
-      config.arity,
-      encoder_widths=tuple(config.encoder_widths),
-      decoder_widths=tuple(config.decoder_widths),
-      activation=config.activation,
-      kernel_init=config.kernel_init,
-      prior=config.prior,
-      rngs=rngs,
+    config.num_vars,
+    config.arity,
+    encoder_widths=tuple(config.encoder_widths),
+    decoder_widths=tuple(config.decoder_widths),
+    activation=config.activation,
+    kernel_init=config.kernel_init,
+    prior=config.prior,
+    rngs=rngs,
   )
 
 
 @optax.inject_hyperparams
 def make_optimizer(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
   """SGD with momentum and weight decay; the hyperparameters live in the optimizer state (data)."""
-  return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum=momentum))
+  return optax.chain(
+    optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum=momentum)
+  )
 
 
 def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
@@ -142,14 +181,17 @@ class VAETask:
   ``"none"`` zeros.
   """
 
-  def __init__(self, config: ConfigDict, estimator: estimators.Estimator, pixel_means: np.ndarray | None = None):
+  def __init__(
+    self, config: ConfigDict, estimator: estimators.Estimator, pixel_means: np.ndarray | None = None
+  ):
     self.config, self.estimator = config, estimator
     if pixel_means is None:
       pixel_means = np.full(784, 0.5, np.float32)
     means = np.clip(np.asarray(pixel_means, np.float64), 1e-3, 1 - 1e-3)
     self.output_bias = jnp.asarray(np.log(means) - np.log1p(-means), jnp.float32)
-    self.initial_input_mean = jnp.asarray(pixel_means if config.center_inputs == "pixel_means" else np.zeros(784),
-                                          jnp.float32)
+    self.initial_input_mean = jnp.asarray(
+      pixel_means if config.center_inputs == "pixel_means" else np.zeros(784), jnp.float32
+    )
     self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.tau_at = common.tau_schedule(config)
@@ -167,15 +209,17 @@ class VAETask:
       last = max(params["decoder"]["layers"])
       params["decoder"]["layers"][last]["bias"] = self.output_bias
     return {
-        "params": params,
-        "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
-        "baseline": self.baseline.init(),
-        "input_mean": self.initial_input_mean,
+      "params": params,
+      "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
+      "baseline": self.baseline.init(),
+      "input_mean": self.initial_input_mean,
     }
 
   def loss(self, params, x, key, baseline_mean, tau, input_mean, estimator=None):
     estimator = estimator or self.estimator
-    bound, log_q, kl = vae.single_sample_bound(self.model(params), x, key, estimator, tau, input_mean)
+    bound, log_q, kl = vae.single_sample_bound(
+      self.model(params), x, key, estimator, tau, input_mean
+    )
     loss = -jnp.mean(bound)
     objective = loss
     if estimator.score_function:
@@ -185,36 +229,53 @@ class VAETask:
   def train_step(self, member, hyperparameters, batch, key, step):
     tau = self.tau_at(hyperparameters["tau"], step)
     x = batch.astype(jnp.float32)
-    grads, (bound, kl) = jax.grad(self.loss, has_aux=True)(member["params"], x, key, member["baseline"].mean, tau,
-                                                           member["input_mean"])
+    grads, (bound, kl) = jax.grad(self.loss, has_aux=True)(
+      member["params"], x, key, member["baseline"].mean, tau, member["input_mean"]
+    )
     updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
     input_mean = member["input_mean"]
     if self.config.center_inputs == "running_average":
       decay = self.config.centering_decay
       input_mean = decay * input_mean + (1 - decay) * jnp.mean(x, axis=0)
     new_member = {
-        "params": optax.apply_updates(member["params"], updates),
-        "opt_state": opt_state,
-        "baseline": self.baseline.update(member["baseline"], -bound),
-        "input_mean": input_mean,
+      "params": optax.apply_updates(member["params"], updates),
+      "opt_state": opt_state,
+      "baseline": self.baseline.update(member["baseline"], -bound),
+      "input_mean": input_mean,
     }
     return new_member, {"bound": jnp.mean(bound), "kl": jnp.mean(kl), "tau": tau}
 
   def iwae(self, member, seed, x, salt, start, num_samples):
-    """IWAE bounds ``[B]`` of the images ``x`` (rows ``start`` ... of an evaluation labelled ``salt``)."""
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt), start)
-    return vae.iwae_bound(self.model(member["params"]), x, key, num_samples, self.config.iwae_chunk_size,
-                          member["input_mean"])
+    """IWAE bounds ``[B]`` of the images ``x`` (rows ``start`` ... of an evaluation labelled
+    ``salt``)."""
+    key = jax.random.fold_in(
+      jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt), start
+    )
+    return vae.iwae_bound(
+      self.model(member["params"]),
+      x,
+      key,
+      num_samples,
+      self.config.iwae_chunk_size,
+      member["input_mean"],
+    )
 
   def gradient_measurements(self, member, tau, seed, x, step, mse: bool):
-    """log10 trace Cov of the encoder gradient over draws (and its MSE against REINFORCE) on ``x``."""
+    """log10 trace Cov of the encoder gradient over draws (and its MSE to REINFORCE) on ``x``."""
     tau = self.tau_at(tau, step)
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 4), step)
 
     def stats(estimator, draws, stats_key):
       def encoder_grad(draw_key):
-        return jax.grad(self.loss, has_aux=True)(member["params"], x, draw_key, member["baseline"].mean, tau,
-                                                 member["input_mean"], estimator)[0]["encoder"]
+        return jax.grad(self.loss, has_aux=True)(
+          member["params"],
+          x,
+          draw_key,
+          member["baseline"].mean,
+          tau,
+          member["input_mean"],
+          estimator,
+        )[0]["encoder"]
 
       chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
       return diagnostics.gradient_stats(encoder_grad, stats_key, draws, chunk_size=chunk)
@@ -225,7 +286,9 @@ class VAETask:
       # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
       ref = stats(self.reinforce, self.config.mse_reference_draws, jax.random.fold_in(key, 1))
       out["log10_grad_mse"] = jnp.log10(ours.mse(ref.mean, ref.trace_variance / ref.num_draws))
-      out["log10_grad_squared_bias"] = jnp.log10(ours.squared_bias(ref.mean, ref.trace_variance / ref.num_draws))
+      out["log10_grad_squared_bias"] = jnp.log10(
+        ours.squared_bias(ref.mean, ref.trace_variance / ref.num_draws)
+      )
     return out
 
 
@@ -240,8 +303,15 @@ class Evaluator:
     self._measure = {}
     self.check_stop = lambda: None  # between eval batches: raise to stop (Run.check_stop)
 
-  def nll(self, state, images: np.ndarray, salt: int, num_samples: int, label: str = "",
-          member: int | None = None) -> np.ndarray:
+  def nll(
+    self,
+    state,
+    images: np.ndarray,
+    salt: int,
+    num_samples: int,
+    label: str = "",
+    member: int | None = None,
+  ) -> np.ndarray:
     """``[P]`` mean negative IWAE bounds (nats) over ``images``, in eval batches.
 
     With ``member`` (an index into the population), that member's alone, as a
@@ -250,7 +320,9 @@ class Evaluator:
     """
     one = member is not None
     if (num_samples, one) not in self._iwae:
-      fn = lambda member, seed, x, salt, start: self.task.iwae(member, seed, x, salt, start, num_samples)
+      fn = lambda member, seed, x, salt, start: self.task.iwae(
+        member, seed, x, salt, start, num_samples
+      )
       self._iwae[num_samples, one] = jax.jit(fn if one else self.trainer.parallel(fn, shared=3))
     iwae = self._iwae[num_samples, one]
     members, seeds = state["members"], state["seed"]
@@ -270,16 +342,28 @@ class Evaluator:
         done = start + len(x)
         rate = done / (now - t0)
         who = f"member {member}" if one else f"{count} member{'s' * (count > 1)}"
-        logging.info("evaluating %s (M=%d, %s): %d/%d images, %.1f images/s, ETA %.0fs", label, num_samples, who,
-                     done, len(images), rate, (len(images) - done) / rate)
+        logging.info(
+          "evaluating %s (M=%d, %s): %d/%d images, %.1f images/s, ETA %.0fs",
+          label,
+          num_samples,
+          who,
+          done,
+          len(images),
+          rate,
+          (len(images) - done) / rate,
+        )
         last_report = now
     return -total / len(images)
 
   def gradient_measurements(self, state, x, step: int, mse: bool) -> dict[str, np.ndarray]:
     if mse not in self._measure:
-      fn = lambda member, tau, seed, x, step: self.task.gradient_measurements(member, tau, seed, x, step, mse)
+      fn = lambda member, tau, seed, x, step: self.task.gradient_measurements(
+        member, tau, seed, x, step, mse
+      )
       self._measure[mse] = jax.jit(self.trainer.parallel(fn, shared=2))
-    out = self._measure[mse](state["members"], state["hyperparameters"]["tau"], state["seed"], x, jnp.asarray(step))
+    out = self._measure[mse](
+      state["members"], state["hyperparameters"]["tau"], state["seed"], x, jnp.asarray(step)
+    )
     return population.to_host(out)
 
 
@@ -291,7 +375,8 @@ def _eval_subset(images: np.ndarray, count: int, seed: int) -> np.ndarray:
 
 
 def selection_samples(config: ConfigDict) -> int:
-  """The IWAE M with which every member is scored (``num_eval_samples`` unless a cheaper one is set)."""
+  """The IWAE M with which every member is scored (``num_eval_samples`` unless a cheaper one is
+  set)."""
   if population.population_size(config) > 1 and config.selection_eval_samples:
     return config.selection_eval_samples
   return config.num_eval_samples
@@ -306,37 +391,59 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
   under ``final``, which results.json reports for the selected member.
   """
   size, samples = len(chosen), selection_samples(config)
-  logging.info("final evaluation: IWAE bound with M=%d on %d valid and %d test images%s", samples, len(valid),
-               len(test), "" if samples == config.num_eval_samples else
-               f"; then M={config.num_eval_samples} for the member selected on valid")
+  logging.info(
+    "final evaluation: IWAE bound with M=%d on %d valid and %d test images%s",
+    samples,
+    len(valid),
+    len(test),
+    ""
+    if samples == config.num_eval_samples
+    else f"; then M={config.num_eval_samples} for the member selected on valid",
+  )
   nll = {
-      "valid": evaluator.nll(state, valid, -1, samples, "valid"),
-      "test": evaluator.nll(state, test, -2, samples, "test"),
+    "valid": evaluator.nll(state, valid, -1, samples, "valid"),
+    "test": evaluator.nll(state, test, -2, samples, "test"),
   }
   for split in ("valid", "test"):
-    run.write(run.last_step, split, {"nll": nll[split], "num_samples": np.full(size, samples)}, final=True)
+    run.write(
+      run.last_step, split, {"nll": nll[split], "num_samples": np.full(size, samples)}, final=True
+    )
   diverged_at = population.to_host(state["diverged_at"])
   reports = [
-      population.member_report(member, {"valid_nll": float(nll["valid"][i]), "test_nll": float(nll["test"][i]),
-                                        "final_tau": float(evaluator.task.tau_at(member.hyperparameters["tau"],
-                                                                                 run.last_step))},
-                               int(diverged_at[i]))
-      for i, member in enumerate(chosen)
+    population.member_report(
+      member,
+      {
+        "valid_nll": float(nll["valid"][i]),
+        "test_nll": float(nll["test"][i]),
+        "final_tau": float(evaluator.task.tau_at(member.hyperparameters["tau"], run.last_step)),
+      },
+      int(diverged_at[i]),
+    )
+    for i, member in enumerate(chosen)
   ]
   selected = population.select(reports, *SELECTION)
   if samples != config.num_eval_samples and selected is not None:
     i = reports.index(selected)
     final = {"num_eval_samples": config.num_eval_samples}
     for salt, split, images in ((-3, "valid", valid), (-4, "test", test)):
-      final[f"{split}_nll"] = float(evaluator.nll(state, images, salt, config.num_eval_samples, split, member=i)[0])
-      run.writer.write(run.last_step, split, member=selected["member"], final=True, nll=final[f"{split}_nll"],
-                       num_samples=config.num_eval_samples)
+      final[f"{split}_nll"] = float(
+        evaluator.nll(state, images, salt, config.num_eval_samples, split, member=i)[0]
+      )
+      run.writer.write(
+        run.last_step,
+        split,
+        member=selected["member"],
+        final=True,
+        nll=final[f"{split}_nll"],
+        num_samples=config.num_eval_samples,
+      )
     selected["final"] = final
   return reports
 
 
 def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
-  """Trains a population of discrete VAEs (one by default), resuming from workdir, and evaluates them.
+  """Trains a population of discrete VAEs (one by default), resuming from workdir, and evaluates
+  them.
 
   SGD with momentum on the single-sample bound for ``num_steps`` steps; every
   ``variance_every`` / ``mse_every`` steps the encoder gradient's variance (and
@@ -354,19 +461,26 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   chosen = population.members(config, HYPERPARAMETERS, paper_search)
   population.check_schedule_floor(config, chosen)
   data, source = load_data(config)
-  path = common.prepare_workdir(workdir, config, data_used={split: source for split in data}, steps=config.num_steps)
+  path = common.prepare_workdir(
+    workdir, config, data_used={split: source for split in data}, steps=config.num_steps
+  )
   finished = common.finished_results(path, config.num_steps)
   if finished is not None:
     return finished
   task = VAETask(config, estimator, data["train"].mean(axis=0))
   trainer = population.Trainer(
-      population.Task(task.init_member, task.train_step, data["train"], config.batch_size, config.num_steps),
-      config, chosen,
+    population.Task(
+      task.init_member, task.train_step, data["train"], config.batch_size, config.num_steps
+    ),
+    config,
+    chosen,
   )
   evaluator = Evaluator(task, trainer)
   valid = _eval_subset(data["valid"], config.num_eval_examples, config.seed)
   test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
-  fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[: config.batch_size]
+  fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[
+    : config.batch_size
+  ]
   fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
   run = population.Run(trainer, path, log_names=("bound", "kl"))
 
@@ -375,40 +489,74 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     if not (mse or (config.variance_every and step % config.variance_every == 0)):
       return
     t0 = time.perf_counter()
-    logging.info("step %d: measuring the encoder gradient's variance%s (%d draws)", step, " and MSE" * mse,
-                 config.variance_draws)
+    logging.info(
+      "step %d: measuring the encoder gradient's variance%s (%d draws)",
+      step,
+      " and MSE" * mse,
+      config.variance_draws,
+    )
     metrics = evaluator.gradient_measurements(state, fixed_batch, step, mse)
     run.write(step, "train", metrics)
-    logging.info("step %d: %s (%.0fs)", step, " ".join(f"{k}={np.mean(v):.3f}" for k, v in metrics.items()),
-                 time.perf_counter() - t0)
+    logging.info(
+      "step %d: %s (%.0fs)",
+      step,
+      " ".join(f"{k}={np.mean(v):.3f}" for k, v in metrics.items()),
+      time.perf_counter() - t0,
+    )
 
   def expect_final_evaluation(seconds_per_unit):
-    """The final evaluation's duration in the ETA: the IWAE cost is linear in images x M x members."""
+    """The final evaluation's time in the ETA: the IWAE cost is linear in images x M x members."""
     samples = selection_samples(config)
-    per_image = trainer.size * samples + (config.num_eval_samples if samples != config.num_eval_samples else 0)
-    run.progress.final_seconds = seconds_per_unit / trainer.size * (len(valid) + len(test)) * per_image
+    per_image = trainer.size * samples + (
+      config.num_eval_samples if samples != config.num_eval_samples else 0
+    )
+    run.progress.final_seconds = (
+      seconds_per_unit / trainer.size * (len(valid) + len(test)) * per_image
+    )
 
   def periodic_eval(step, state):
     t0 = time.perf_counter()
     nll = evaluator.nll(state, valid, step, config.periodic_eval_samples, "valid")
-    expect_final_evaluation((time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples))
-    run.write(step, "valid", {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)})
-    logging.info("step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, population.describe(nll))
+    expect_final_evaluation(
+      (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
+    )
+    run.write(
+      step,
+      "valid",
+      {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)},
+    )
+    logging.info(
+      "step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, population.describe(nll)
+    )
 
   measure_every = math.gcd(config.variance_every, config.mse_every)
-  hooks = [population.Hook(measure_every, measure), population.Hook(config.eval_every, periodic_eval, False)]
-  if run.start < config.num_steps:  # one timed batch, so that the ETA counts the final evaluation from the start
+  hooks = [
+    population.Hook(measure_every, measure),
+    population.Hook(config.eval_every, periodic_eval, False),
+  ]
+  if (
+    run.start < config.num_steps
+  ):  # one timed batch, so that the ETA counts the final evaluation from the start
     probe = valid[: config.eval_batch_size]
     evaluator.nll(run.state, probe, 0, config.periodic_eval_samples)  # compiles
     t0 = time.perf_counter()
     evaluator.nll(run.state, probe, 0, config.periodic_eval_samples)
-    expect_final_evaluation((time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples))
+    expect_final_evaluation(
+      (time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples)
+    )
   state = run.train(hooks)
-  evaluator.check_stop = run.check_stop  # SIGINT / SIGTERM during the final evaluation: stop cleanly
+  evaluator.check_stop = (
+    run.check_stop
+  )  # SIGINT / SIGTERM during the final evaluation: stop cleanly
   t0 = time.perf_counter()
   reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0
-  results = population.finish(path, config, reports, *SELECTION, {
+  results = population.finish(
+    path,
+    config,
+    reports,
+    *SELECTION,
+    {
       "steps": config.num_steps,
       "trained_steps": run.last_step,
       **run.record(),
@@ -419,7 +567,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       "selection_eval_samples": selection_samples(config),
       "num_eval_examples": len(test),
       "final_eval_seconds": eval_seconds,
-  }, columns=("valid_nll", "test_nll"))
+    },
+    columns=("valid_nll", "test_nll"),
+  )
   population.log_selection(results, SELECTION[0], ("valid_nll", "test_nll"))
   run.close()
   return results
@@ -435,8 +585,12 @@ def saved_config(workdir: str | pathlib.Path) -> ConfigDict:
   return ConfigDict(saved)
 
 
-def load_trained(workdir: str | pathlib.Path, member: int = 0, config: ConfigDict | None = None,
-                 data_dir: str | None = None):
+def load_trained(
+  workdir: str | pathlib.Path,
+  member: int = 0,
+  config: ConfigDict | None = None,
+  data_dir: str | None = None,
+):
   """A trained member of a VAE workdir's latest checkpoint, ready to encode, decode and evaluate.
 
   Args:
@@ -459,8 +613,12 @@ def load_trained(workdir: str | pathlib.Path, member: int = 0, config: ConfigDic
     raise FileNotFoundError(f"{workdir / 'checkpoints'} holds no checkpoint: train the run first.")
   path = (workdir / "checkpoints" / str(steps[-1]) / "default").absolute()
   checkpointer = ocp.StandardCheckpointer()
-  data = mnist.load(data_dir or config.data_dir or None, synthetic_data=config.dataset == "synthetic")
-  config.pixel_means = data["train"].mean(axis=0).tolist()  # for the encoder's input centring, if on
+  data = mnist.load(
+    data_dir or config.data_dir or None, synthetic_data=config.dataset == "synthetic"
+  )
+  config.pixel_means = (
+    data["train"].mean(axis=0).tolist()
+  )  # for the encoder's input centring, if on
   task = VAETask(config, estimators.get("st_gs"), np.asarray(config.pixel_means, np.float32))
   hyperparameters = {k: jnp.float32(config[k]) for k in HYPERPARAMETERS}
   state = task.init_member(jax.random.key(0), hyperparameters, 0)
@@ -470,15 +628,23 @@ def load_trained(workdir: str | pathlib.Path, member: int = 0, config: ConfigDic
     members = checkpointer.restore(path)["members"]
     pick = lambda tree: [np.asarray(a)[member] for a in jax.tree.leaves(tree)]
     state = {
-        "params": jax.tree.unflatten(jax.tree.structure(state["params"]), pick(members["params"])),
-        "baseline": state["baseline"]._replace(mean=jnp.asarray(pick(members["baseline"]["mean"])[0])),
-        "input_mean": jnp.asarray(pick(members["input_mean"])[0]) if "input_mean" in members
-                      else state["input_mean"],
+      "params": jax.tree.unflatten(jax.tree.structure(state["params"]), pick(members["params"])),
+      "baseline": state["baseline"]._replace(
+        mean=jnp.asarray(pick(members["baseline"]["mean"])[0])
+      ),
+      "input_mean": jnp.asarray(pick(members["input_mean"])[0])
+      if "input_mean" in members
+      else state["input_mean"],
     }
   else:  # a single-run checkpoint written before populations (params at the top level)
-    old_optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
-                                optax.sgd(config.learning_rate, momentum=config.momentum or None))
-    template = {"params": state["params"], "opt_state": old_optimizer.init(state["params"]),
-                "baseline": state["baseline"]}
+    old_optimizer = optax.chain(
+      optax.add_decayed_weights(config.weight_decay),
+      optax.sgd(config.learning_rate, momentum=config.momentum or None),
+    )
+    template = {
+      "params": state["params"],
+      "opt_state": old_optimizer.init(state["params"]),
+      "baseline": state["baseline"],
+    }
     state = {**checkpointer.restore(path, template), "input_mean": state["input_mean"]}
   return config, state, task, data, steps[-1]

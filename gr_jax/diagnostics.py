@@ -75,11 +75,11 @@ def _tree_sum(tree) -> jax.Array:
 
 
 def gradient_stats(
-    grad_fn: Callable[[jax.Array], PyTree],
-    key: jax.Array,
-    num_draws: int,
-    *,
-    chunk_size: int | None = None,
+  grad_fn: Callable[[jax.Array], PyTree],
+  key: jax.Array,
+  num_draws: int,
+  *,
+  chunk_size: int | None = None,
 ) -> GradientStats:
   """Mean and (trace) variance of ``grad_fn(key)`` over ``num_draws`` keys.
 
@@ -102,11 +102,13 @@ def gradient_stats(
   chunk_size = num_draws if chunk_size is None else chunk_size
   if not isinstance(chunk_size, int) or chunk_size < 1 or num_draws % chunk_size:
     raise ValueError(
-        f"chunk_size must be a positive divisor of num_draws={num_draws}; got {chunk_size!r}."
+      f"chunk_size must be a positive divisor of num_draws={num_draws}; got {chunk_size!r}."
     )
 
   def chunk_moments(index):
-    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(index * chunk_size + jnp.arange(chunk_size))
+    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(
+      index * chunk_size + jnp.arange(chunk_size)
+    )
     grads = jax.vmap(grad_fn)(keys)
     mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
     m2 = jax.tree.map(lambda g, m: jnp.sum((g - m) ** 2, axis=0), grads, mean)
@@ -125,7 +127,7 @@ def gradient_stats(
   mean0, m20 = chunk_moments(0)
   num_chunks = num_draws // chunk_size
   (_, mean, m2), _ = jax.lax.scan(
-      merge, (jnp.asarray(chunk_size, jnp.float32), mean0, m20), jnp.arange(1, num_chunks)
+    merge, (jnp.asarray(chunk_size, jnp.float32), mean0, m20), jnp.arange(1, num_chunks)
   )
   variance = jax.tree.map(lambda v: v / (num_draws - 1), m2)
   trace = _tree_sum(jax.tree.map(jnp.sum, variance))
@@ -137,8 +139,8 @@ def enumerate_one_hot(num_vars: int, arity: int, max_configurations: int = 2**20
   count = arity**num_vars
   if count > max_configurations:
     raise ValueError(
-        f"enumerating {arity}^{num_vars} = {count} configurations exceeds"
-        f" max_configurations={max_configurations}; use reference_gradient instead."
+      f"enumerating {arity}^{num_vars} = {count} configurations exceeds"
+      f" max_configurations={max_configurations}; use reference_gradient instead."
     )
   indices = np.array(list(itertools.product(range(arity), repeat=num_vars)), np.int32)
   return jax.nn.one_hot(indices.reshape(count, num_vars), arity)
@@ -149,15 +151,16 @@ def _check_two_argument_loss(loss_fn) -> None:
     inspect.signature(loss_fn).bind(None, None)
   except TypeError:
     raise TypeError(
-        "loss_fn must take two arguments, (sample, logits): the one-hot sample [m, n] and the"
-        " logits [m, n] (ignore the second if the loss does not use it: lambda d, _: f(d))."
+      "loss_fn must take two arguments, (sample, logits): the one-hot sample [m, n] and the"
+      " logits [m, n] (ignore the second if the loss does not use it: lambda d, _: f(d))."
     ) from None
   except ValueError:  # no signature to inspect (some builtins): let the call say
     pass
 
 
 def exact_expectation(loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logits: jax.Array):
-  """E[loss_fn(D, logits)] for a two-argument loss, by enumerating every D ~ prod_j Cat(softmax(logits_j)).
+  """E[loss_fn(D, logits)] for a two-argument loss, by enumerating every D ~ prod_j
+  Cat(softmax(logits_j)).
 
   Args:
     loss_fn: (one-hot sample ``[m, n]``, logits ``[m, n]``) -> scalar; a loss of
@@ -177,7 +180,9 @@ def exact_expectation(loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logi
   return jnp.sum(jnp.exp(log_p) * losses)
 
 
-def exact_gradient(loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logits: jax.Array) -> jax.Array:
+def exact_gradient(
+  loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logits: jax.Array
+) -> jax.Array:
   """d E[loss_fn(D, logits)] / d logits for a two-argument loss (sample, logits), by enumeration.
 
   See :func:`exact_expectation`; a loss of the sample alone is ``lambda d, _: f(d)``.
@@ -186,11 +191,11 @@ def exact_gradient(loss_fn: Callable[[jax.Array, jax.Array], jax.Array], logits:
 
 
 def reference_gradient(
-    reinforce_grad_fn: Callable[[jax.Array], PyTree],
-    key: jax.Array,
-    num_draws: int,
-    *,
-    chunk_size: int | None = None,
+  reinforce_grad_fn: Callable[[jax.Array], PyTree],
+  key: jax.Array,
+  num_draws: int,
+  *,
+  chunk_size: int | None = None,
 ) -> tuple[PyTree, PyTree]:
   """A high-sample REINFORCE estimate of the true gradient, with its standard error.
 

@@ -1,4 +1,5 @@
-"""Puts the clone's root on ``sys.path``, for the scripts that import ``experiments`` and ``configs``.
+"""Puts the clone's root on ``sys.path``, for the scripts that import ``experiments`` and
+``configs``.
 
 ``pip install`` ships the ``gr_jax`` library only (no top-level ``experiments`` or
 ``configs`` packages in site-packages); the experiments run from a clone.

@@ -14,24 +14,23 @@ difference from the full model on test — is printed and written to
 import json
 import pathlib
 
-from absl import app, flags
-
 import formatting
 import launch
+from absl import app, flags
 
 # Each arm reverts one choice of the default (Concrete) model to its alternative.
 ARMS = {
-    "concrete (all choices)": [],
-    "relu": ["activation=relu"],
-    "lecun_normal init": ["kernel_init=lecun_normal"],
-    "zero output bias": ["decoder_output_bias=zeros"],
-    "no centring": ["center_inputs=none"],
-    "uniform prior": ["prior=uniform"],
-    "784-wide encoder": ["encoder_widths=(784,784)"],
+  "concrete (all choices)": [],
+  "relu": ["activation=relu"],
+  "lecun_normal init": ["kernel_init=lecun_normal"],
+  "zero output bias": ["decoder_output_bias=zeros"],
+  "no centring": ["center_inputs=none"],
+  "uniform prior": ["prior=uniform"],
+  "784-wide encoder": ["encoder_widths=(784,784)"],
 }
 SETTINGS = {
-    "lr5e-3_m0.4_tau0.64": ["learning_rate=0.005", "momentum=0.4", "tau=0.64", "weight_decay=0.0"],
-    "lr1e-3_m0.9_tau0.5": ["learning_rate=0.001", "momentum=0.9", "tau=0.5", "weight_decay=0.0"],
+  "lr5e-3_m0.4_tau0.64": ["learning_rate=0.005", "momentum=0.4", "tau=0.64", "weight_decay=0.0"],
+  "lr1e-3_m0.9_tau0.5": ["learning_rate=0.001", "momentum=0.9", "tau=0.5", "weight_decay=0.0"],
 }
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the table.", required=True)
@@ -40,9 +39,18 @@ _CONFIG = flags.DEFINE_string("config", "configs/vae_16ary.py", "Config file.")
 _SETTINGS = flags.DEFINE_list("settings", list(SETTINGS), "Hyperparameter settings (names above).")
 _ARMS = flags.DEFINE_list("arms", list(ARMS), "Arms (names above).")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (one population of these per arm).")
-_SET = flags.DEFINE_multi_string("set", [
-    "estimator=st_gs", "num_steps=10000", "num_eval_samples=1000", "num_eval_examples=500", "variance_every=0",
-    "eval_every=0"], "FIELD=VALUE overrides for every run.")
+_SET = flags.DEFINE_multi_string(
+  "set",
+  [
+    "estimator=st_gs",
+    "num_steps=10000",
+    "num_eval_samples=1000",
+    "num_eval_examples=500",
+    "variance_every=0",
+    "eval_every=0",
+  ],
+  "FIELD=VALUE overrides for every run.",
+)
 
 
 def _slug(name: str) -> str:
@@ -55,8 +63,13 @@ def main(argv):
   common = [*_SET.value, "population.search=lists", f"population.seed=({','.join(_SEEDS.value)},)"]
   if _DATA_DIR.value:
     common.append(f"data_dir={_DATA_DIR.value}")
-  table, lines = [], ["| setting | arm | seeds | valid bound | test bound | test - full model (paired) |",
-                      "|---|---|---|---|---|---|"]
+  table, lines = (
+    [],
+    [
+      "| setting | arm | seeds | valid bound | test bound | test - full model (paired) |",
+      "|---|---|---|---|---|---|",
+    ],
+  )
   for setting in _SETTINGS.value:
     full_test = None
     for arm in _ARMS.value:
@@ -68,12 +81,21 @@ def main(argv):
       test = [m["test_nll"] for m in members]
       full_test = full_test or test
       diff = [a - b for a, b in zip(test, full_test)]
-      entry = {"setting": setting, "arm": arm, "seeds": [m["seed"] for m in members], "valid_nll": valid,
-               "test_nll": test, "test_minus_full": diff,
-               "diverged": sum(m["diverged_at_step"] is not None for m in members)}
+      entry = {
+        "setting": setting,
+        "arm": arm,
+        "seeds": [m["seed"] for m in members],
+        "valid_nll": valid,
+        "test_nll": test,
+        "test_minus_full": diff,
+        "diverged": sum(m["diverged_at_step"] is not None for m in members),
+      }
       table.append(entry)
-      lines.append(f"| {setting} | {arm} | {formatting.seeds(len(members))} | {formatting.spread(valid)} |"
-                   f" {formatting.spread(test)} | {'-' if arm == _ARMS.value[0] else formatting.spread(diff)} |")
+      lines.append(
+        f"| {setting} | {arm} | {formatting.seeds(len(members))} | {formatting.spread(valid)} |"
+        f" {formatting.spread(test)} | {'-' if arm == _ARMS.value[0] else formatting.spread(diff)}"
+        " |"
+      )
       print(lines[-1], flush=True)
   (out / "table.json").write_text(json.dumps(table, indent=1) + "\n")
   (out / "table.md").write_text("\n".join(lines) + "\n")

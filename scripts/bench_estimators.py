@@ -34,7 +34,9 @@ _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes B.")
 _KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK / GR-QMCK sample counts.")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed repeats (median reported).")
 _CHUNK_SWEEP = flags.DEFINE_boolean("chunk_sweep", False, "Time GR-MC1000 at several chunk sizes.")
-_INNER_DRAWS = flags.DEFINE_integer("inner_draws", 4000, "Draws for the inner-variance rows (0 = skip).")
+_INNER_DRAWS = flags.DEFINE_integer(
+  "inner_draws", 4000, "Draws for the inner-variance rows (0 = skip)."
+)
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
 
@@ -54,11 +56,14 @@ def _named(name):
 
 
 def _softmax_forward_backward():
-  return jax.jit(jax.value_and_grad(lambda logits, key, w: jnp.sum(w * jax.nn.softmax(logits / _TAU))))
+  return jax.jit(
+    jax.value_and_grad(lambda logits, key, w: jnp.sum(w * jax.nn.softmax(logits / _TAU)))
+  )
 
 
 def _vmapped_gumbel_rao(num_samples):
   """GR-MCK as jax.vmap over K of the per-sample VJP, in chunks that divide K."""
+
   def grad(logits, key, cotangent):
     sample = estimators.st_gumbel_softmax(key, logits)  # the forward sample only
     limit = max(1, estimators.max_chunk_elements() // logits.size)
@@ -88,8 +93,8 @@ def _inner_variances(draws):
 
     def one(key, estimator=estimator):
       grad, sample = jax.grad(
-          lambda t: (lambda d: (toy_qp.stochastic_loss(d, p, q, c), d))(estimator(key, t, tau=_TAU)),
-          has_aux=True,
+        lambda t: (lambda d: (toy_qp.stochastic_loss(d, p, q, c), d))(estimator(key, t, tau=_TAU)),
+        has_aux=True,
       )(jnp.log(p))
       return grad, jnp.argmax(sample)
 
@@ -107,10 +112,10 @@ def _peak_bytes(jitted, *args):
   if stats is None:
     return float("nan")
   return (
-      stats.argument_size_in_bytes
-      + stats.output_size_in_bytes
-      + stats.temp_size_in_bytes
-      - stats.alias_size_in_bytes
+    stats.argument_size_in_bytes
+    + stats.output_size_in_bytes
+    + stats.temp_size_in_bytes
+    - stats.alias_size_in_bytes
   )
 
 
@@ -125,8 +130,8 @@ def main(argv):
   key = jax.random.key(0)
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
   print(
-      f"logits (B, {_NUM_VARS}, {_ARITY}), tau={_TAU}, median of {repeats} after warm-up,"
-      f" backward chunks of {estimators.max_chunk_elements()} elements\n"
+    f"logits (B, {_NUM_VARS}, {_ARITY}), tau={_TAU}, median of {repeats} after warm-up,"
+    f" backward chunks of {estimators.max_chunk_elements()} elements\n"
   )
   header = f"{'B':>4} {'estimator':<12} {'fwd+bwd ms':>11}  ratio to"
   print(header)
@@ -143,8 +148,14 @@ def main(argv):
     stgs_ms = median_ms(fn, *args, repeats=repeats_small)
     peak[(batch, "st_gs")] = _peak_bytes(fn, *args)
     floor_ms = softmax_ms + median_ms(_rng_floor(logits.size), key, repeats=repeats_small)
-    _row(batch, "st_gs", stgs_ms, floor_ms, "floor (softmax + its uniforms)",
-         f"; {stgs_ms / softmax_ms:.2f}x softmax")
+    _row(
+      batch,
+      "st_gs",
+      stgs_ms,
+      floor_ms,
+      "floor (softmax + its uniforms)",
+      f"; {stgs_ms / softmax_ms:.2f}x softmax",
+    )
     for name in estimators.names(family="deterministic"):
       _row(batch, name, median_ms(_named(name), *args, repeats=repeats_small), stgs_ms, "st_gs")
     for k in map(int, _KS.value):
@@ -155,8 +166,14 @@ def main(argv):
       rng_ms = median_ms(_rng_floor(logits.size * k), key, repeats=k_repeats)
       vmap_ms = median_ms(_vmapped_gumbel_rao(k), *args, repeats=k_repeats)
       peak[(batch, f"gr_mc{k}")] = _peak_bytes(fn, *args)
-      _row(batch, f"gr_mc{k}", gr_ms, rng_ms, "RNG floor",
-           f"; {gr_ms / vmap_ms:.2f}x the vmap-over-K form ({vmap_ms:.3f} ms)")
+      _row(
+        batch,
+        f"gr_mc{k}",
+        gr_ms,
+        rng_ms,
+        "RNG floor",
+        f"; {gr_ms / vmap_ms:.2f}x the vmap-over-K form ({vmap_ms:.3f} ms)",
+      )
       fn = _named(f"gr_qmc{k}")
       qmc_ms = median_ms(fn, *args, repeats=k_repeats)
       peak[(batch, f"gr_qmc{k}")] = _peak_bytes(fn, *args)
@@ -178,7 +195,10 @@ def main(argv):
     print(f"  B={batch:<4} {name:<12} {value / 2**20:9.1f} MiB")
   if _INNER_DRAWS.value:
     inner = _inner_variances(_INNER_DRAWS.value)
-    print(f"\ninner variance E[Var(grad | D)], toy QP at p = (0.6, 0.3, 0.1), tau = {_TAU}, {_INNER_DRAWS.value} draws:")
+    print(
+      f"\ninner variance E[Var(grad | D)], toy QP at p = (0.6, 0.3, 0.1), tau = {_TAU},"
+      f" {_INNER_DRAWS.value} draws:"
+    )
     for name, value in inner.items():
       print(f"  {name:<10} {value:.3e}  ({value / inner['gr_mc1000']:.2f}x gr_mc1000)")
 

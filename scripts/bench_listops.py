@@ -31,7 +31,9 @@ def _step_seconds(length: int, estimator: str, repeats: int) -> float:
   task = listops_experiment.ListOpsTask(config, common.check_estimator(config))
   hyperparameters = {k: jnp.float32(config[k]) for k in listops_experiment.HYPERPARAMETERS}
   train_step = jax.jit(task.train_step, donate_argnums=0)
-  examples = listops.subset([listops.parse_line(l) for l in listops.generate(4000, seed=0)], length)
+  examples = listops.subset(
+    [listops.parse_line(line) for line in listops.generate(4000, seed=0)], length
+  )
   # Full-length sequences first: the step's cost does not depend on the lengths (fixed padding).
   encoded = listops.encode(examples[:length], length)
   batch = {"tokens": encoded.tokens, "lengths": encoded.lengths, "labels": encoded.labels}
@@ -54,7 +56,11 @@ def main(argv):
     seconds = {}
     for estimator in _ESTIMATORS.value:
       seconds[estimator] = _step_seconds(length, estimator, _REPEATS.value)
-      print(f"{length:>3} {estimator:<10} {1e3 * seconds[estimator]:>9.2f} {length / seconds[estimator]:>11.1f}", flush=True)
+      print(
+        f"{length:>3} {estimator:<10} {1e3 * seconds[estimator]:>9.2f}"
+        f" {length / seconds[estimator]:>11.1f}",
+        flush=True,
+      )
     if {"st_gs", "gr_mc100"} <= seconds.keys():
       extra = (seconds["gr_mc100"] - seconds["st_gs"]) / seconds["gr_mc100"]
       print(f"{'':>3} GR-MC100's estimator adds {100 * extra:.1f}% of its step over ST-GS")

@@ -38,8 +38,12 @@ _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc100"], "Estimators
 _MODES = flags.DEFINE_list("modes", ["vmap", "map"], "Vectorizations over members to time.")
 _STEPS = flags.DEFINE_integer("steps_per_call", 20, "Steps per jitted call of the population.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls (median reported).")
-_SEQUENTIAL_STEPS = flags.DEFINE_integer("sequential_steps", 50, "Timed steps of the sequential loop.")
-_TRACE_DIR = flags.DEFINE_string("trace_dir", None, "Where to write profiler traces of the largest populations.")
+_SEQUENTIAL_STEPS = flags.DEFINE_integer(
+  "sequential_steps", 50, "Timed steps of the sequential loop."
+)
+_TRACE_DIR = flags.DEFINE_string(
+  "trace_dir", None, "Where to write profiler traces of the largest populations."
+)
 
 
 def _setup(experiment: str, estimator: str):
@@ -53,17 +57,24 @@ def _setup(experiment: str, estimator: str):
   config = listops_L10.get_config()
   config.estimator = estimator
   task = listops_experiment.ListOpsTask(config, listops_experiment.validate(config))
-  examples = listops.subset([listops.parse_line(l) for l in listops.generate(6000, seed=0)], config.max_length)
+  examples = listops.subset(
+    [listops.parse_line(line) for line in listops.generate(6000, seed=0)], config.max_length
+  )
   encoded = listops.encode(examples, config.max_length)
   return config, task, listops_experiment.HYPERPARAMETERS, listops_experiment._as_arrays(encoded)
 
 
 def sequential_ms(config, task, names, data) -> float:
-  """Median ms per step of the replaced loop: a jitted step per Python iteration, batches from the host."""
+  """Median ms per step of the replaced loop: a jitted step per Python iteration, batches from the
+  host."""
   hyperparameters = {k: jnp.float32(config[k]) for k in names}
   train_step = jax.jit(task.train_step, donate_argnums=0)
-  # A copy: the step donates its state, which may hold the task's own arrays (e.g. the VAE's input mean).
-  state = {"member": jax.tree.map(jnp.copy, task.init_member(jax.random.key(0), hyperparameters, 0)), "step": 0}
+  # A copy: the step donates its state, which may hold the task's own arrays (e.g. the VAE's input
+  # mean).
+  state = {
+    "member": jax.tree.map(jnp.copy, task.init_member(jax.random.key(0), hyperparameters, 0)),
+    "step": 0,
+  }
   num_examples = len(jax.tree.leaves(data)[0])
   order = np.random.default_rng(0).permutation(num_examples)
 
@@ -71,22 +82,35 @@ def sequential_ms(config, task, names, data) -> float:
     state["step"] += 1
     start = (state["step"] * config.batch_size) % (num_examples - config.batch_size)
     batch = jax.tree.map(lambda a: a[order[start : start + config.batch_size]], data)
-    state["member"], metrics = train_step(state["member"], hyperparameters, batch, jax.random.key(state["step"]),
-                                          state["step"])
+    state["member"], metrics = train_step(
+      state["member"], hyperparameters, batch, jax.random.key(state["step"]), state["step"]
+    )
     return metrics
 
   return median_ms(step, repeats=_SEQUENTIAL_STEPS.value, warmup=3)
 
 
-def population_ms(config, task, names, data, size: int, mode: str, trace: str | None = None) -> float:
-  """Median ms per jitted call of ``steps_per_call`` steps of a population of ``size`` (``trace``: a profile
+def population_ms(
+  config, task, names, data, size: int, mode: str, trace: str | None = None
+) -> float:
+  """Median ms per jitted call of ``steps_per_call`` steps of a population of ``size`` (``trace``: a
+  profile
   of one more call is written there)."""
   config.population.search, config.population.size, config.population.vectorize = "none", size, mode
   config.steps_per_call = _STEPS.value
   chosen = population.members(config, names, lambda *a: None)
   trainer = population.Trainer(
-      population.Task(task.init_member, task.train_step, data, config.batch_size, 10**6,
-                      getattr(task, "records", None)), config, chosen)
+    population.Task(
+      task.init_member,
+      task.train_step,
+      data,
+      config.batch_size,
+      10**6,
+      getattr(task, "records", None),
+    ),
+    config,
+    chosen,
+  )
   state = {"state": trainer.init_state(), "first": 1}
 
   def call():
@@ -104,29 +128,48 @@ def population_ms(config, task, names, data, size: int, mode: str, trace: str | 
 def main(argv):
   del argv
   device = jax.devices()[0]
-  print(f"device: {device.device_kind} ({jax.default_backend()}, {len(jax.devices())} device(s)), jax {jax.__version__};"
-        f" {_STEPS.value} steps per call, median of {_REPEATS.value} calls; sequential: median of"
-        f" {_SEQUENTIAL_STEPS.value} steps", flush=True)
-  print(f"{'experiment':<10} {'estimator':<9} {'P':>3} {'how':<16} {'member-steps/s':>15} {'x sequential':>13}"
-        f" {'x P=1':>7}")
+  print(
+    f"device: {device.device_kind} ({jax.default_backend()}, {len(jax.devices())} device(s)), jax"
+    f" {jax.__version__};"
+    f" {_STEPS.value} steps per call, median of {_REPEATS.value} calls; sequential: median of"
+    f" {_SEQUENTIAL_STEPS.value} steps",
+    flush=True,
+  )
+  print(
+    f"{'experiment':<10} {'estimator':<9} {'P':>3} {'how':<16} {'member-steps/s':>15}"
+    f" {'x sequential':>13}"
+    f" {'x P=1':>7}"
+  )
   t0 = time.perf_counter()
   for experiment in _EXPERIMENTS.value:
     for estimator in _ESTIMATORS.value:
       config, task, names, data = _setup(experiment, estimator)
       rate = 1e3 / sequential_ms(config, task, names, data)
-      print(f"{experiment:<10} {estimator:<9} {'n':>3} {'sequential runs':<16} {rate:>15.1f} {1.0:>13.2f}", flush=True)
+      print(
+        f"{experiment:<10} {estimator:<9} {'n':>3} {'sequential runs':<16} {rate:>15.1f}"
+        f" {1.0:>13.2f}",
+        flush=True,
+      )
       sizes = list(map(int, _SIZES.value))
       one = None
       for size in sizes:
         for mode in _MODES.value if size > 1 else _MODES.value[:1]:
-          trace = _TRACE_DIR.value and size == max(sizes) and f"{_TRACE_DIR.value}/{experiment}_{estimator}_P{size}_{mode}"
+          trace = (
+            _TRACE_DIR.value
+            and size == max(sizes)
+            and f"{_TRACE_DIR.value}/{experiment}_{estimator}_P{size}_{mode}"
+          )
           ms = population_ms(config, task, names, data, size, mode, trace or None)
           members_rate = 1e3 * size * _STEPS.value / ms
           one = members_rate if size == 1 else one
           how = f"population {mode}" if size > 1 else "population of 1"
           versus_one = f"{members_rate / one:>7.2f}" if one else f"{'-':>7}"
-          print(f"{experiment:<10} {estimator:<9} {size:>3} {how:<16} {members_rate:>15.1f} {members_rate / rate:>13.2f}"
-                f" {versus_one}", flush=True)
+          print(
+            f"{experiment:<10} {estimator:<9} {size:>3} {how:<16} {members_rate:>15.1f}"
+            f" {members_rate / rate:>13.2f}"
+            f" {versus_one}",
+            flush=True,
+          )
   print(f"(benchmark wall time {time.perf_counter() - t0:.0f} s)")
 
 

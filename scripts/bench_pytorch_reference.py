@@ -39,7 +39,10 @@ def main():
   parser.add_argument("--repeats", type=int, default=100)
   args = parser.parse_args()
   device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-  print(f"device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, torch {torch.__version__}")
+  print(
+    f"device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, torch"
+    f" {torch.__version__}"
+  )
   for batch in map(int, args.batch_sizes.split(",")):
     logits = torch.randn(batch, 60, 16, device=device, requires_grad=True)
     weights = torch.randn(batch, 60, 16, device=device)
@@ -49,7 +52,9 @@ def main():
       loss.backward()
       logits.grad = None
 
-    print(f"B={batch}: gr_mc{args.k} forward+backward {median_ms(step, args.repeats, device):.3f} ms")
+    print(
+      f"B={batch}: gr_mc{args.k} forward+backward {median_ms(step, args.repeats, device):.3f} ms"
+    )
 
 
 if __name__ == "__main__":

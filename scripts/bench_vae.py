@@ -28,7 +28,9 @@ from experiments import vae
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
 _REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
-_EVAL_IMAGES = flags.DEFINE_integer("eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000).")
+_EVAL_IMAGES = flags.DEFINE_integer(
+  "eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000)."
+)
 _MODELS = flags.DEFINE_list("models", ["concrete"], "concrete (the default) and/or relu_mlp.")
 _TEST_SIZE = 10_000
 CONFIGS = {"concrete": vae_16ary.get_config, "relu_mlp": vae_relu_mlp.get_config}
@@ -55,7 +57,10 @@ def main(argv):
 
 
 def bench_model(get_config, rng):
-  print(f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13} {'target ms':>10} {'met':>4}")
+  print(
+    f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13}"
+    f" {'target ms':>10} {'met':>4}"
+  )
   for batch_size in map(int, _BATCH_SIZES.value):
     x = jnp.asarray(rng.random((batch_size, 784)) < 0.13, jnp.float32)
     stgs_ms = None
@@ -69,8 +74,9 @@ def bench_model(get_config, rng):
 
       def step():
         holder["step"] += 1
-        holder["state"], metrics = train_step(holder["state"], hyperparameters, x, jax.random.key(holder["step"]),
-                                              holder["step"])
+        holder["state"], metrics = train_step(
+          holder["state"], hyperparameters, x, jax.random.key(holder["step"]), holder["step"]
+        )
         jax.block_until_ready(metrics)
 
       ms = 1e3 * _median_seconds(step, _REPEATS.value)
@@ -80,22 +86,30 @@ def bench_model(get_config, rng):
         stgs_ms = ms
       elif name.startswith("gr_mc") and stgs_ms is not None:
         k = int(name[5:])
-        floor = jax.jit(lambda key, n=batch_size * 60 * 16 * k: jnp.sum(jax.random.uniform(key, (n,))))
-        floor_ms = 1e3 * _median_seconds(lambda: jax.block_until_ready(floor(jax.random.key(0))), 10)
+        floor = jax.jit(
+          lambda key, n=batch_size * 60 * 16 * k: jnp.sum(jax.random.uniform(key, (n,)))
+        )
+        floor_ms = 1e3 * _median_seconds(
+          lambda: jax.block_until_ready(floor(jax.random.key(0))), 10
+        )
         target = stgs_ms + 1.5 * floor_ms
         row += f" {floor_ms:>13.2f} {target:>10.2f} {'yes' if ms <= target else 'no':>4}"
       print(row + f"   (train step compiled {compiles}x)", flush=True)
 
   config = get_config()
   task = vae.VAETask(config, vae.validate(config))
-  member = task.init_member(jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0)
+  member = task.init_member(
+    jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0
+  )
   iwae = jax.jit(task.iwae, static_argnums=5)
   images = _TEST_SIZE if _EVAL_IMAGES.value < 0 else _EVAL_IMAGES.value
   test = (rng.random((images, 784)) < 0.13).astype(np.float32)
 
   def evaluate():
     for start in range(0, len(test), config.eval_batch_size):
-      jax.block_until_ready(iwae(member, 0, test[start : start + config.eval_batch_size], 0, start, 5000))
+      jax.block_until_ready(
+        iwae(member, 0, test[start : start + config.eval_batch_size], 0, start, 5000)
+      )
 
   # Compile, and wait: an unawaited warm-up call would still be running inside the timed loop.
   jax.block_until_ready(iwae(member, 0, test[: config.eval_batch_size], 0, 0, 5000))
@@ -105,8 +119,10 @@ def bench_model(get_config, rng):
   if images == _TEST_SIZE:
     print(f"\ntest evaluation, M = 5000, 10000 images: {seconds:.1f} s")
   else:
-    print(f"\ntest evaluation, M = 5000: {seconds:.1f} s for {images} images;"
-          f" extrapolated to 10000 images: {seconds * _TEST_SIZE / images:.0f} s")
+    print(
+      f"\ntest evaluation, M = 5000: {seconds:.1f} s for {images} images;"
+      f" extrapolated to 10000 images: {seconds * _TEST_SIZE / images:.0f} s"
+    )
 
 
 if __name__ == "__main__":

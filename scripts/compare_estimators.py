@@ -33,10 +33,10 @@ every small-problem row, and a rerun with the same flags reuses those rows.
 
 from __future__ import annotations
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import json
 import pathlib
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,20 +49,28 @@ from experiments import vae as vae_experiment
 from gr_jax import diagnostics, estimators, toy_qp
 
 _NAMES = flags.DEFINE_list(
-    "estimators",
-    [*estimators.names(num_samples=10), "gr_mc100", "gr_mc1000", "gr_qmc100"],
-    "Estimator names.",
+  "estimators",
+  [*estimators.names(num_samples=10), "gr_mc100", "gr_mc1000", "gr_qmc100"],
+  "Estimator names.",
 )
 _TAUS = flags.DEFINE_list("taus", ["0.5", "1.0"], "Temperatures.")
 _DRAWS = flags.DEFINE_integer("draws", 20_000, "Draws per estimator on the small problems.")
-_VAE_WORKDIR = flags.DEFINE_string("vae_workdir", "", "A trained 16-ary VAE workdir ('' = skip the VAE).")
+_VAE_WORKDIR = flags.DEFINE_string(
+  "vae_workdir", "", "A trained 16-ary VAE workdir ('' = skip the VAE)."
+)
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "Binarized MNIST directory (for the VAE batch).")
 _VAE_DRAWS = flags.DEFINE_integer("vae_draws", 200, "Estimator draws of the VAE encoder gradient.")
-_REFERENCE_DRAWS = flags.DEFINE_integer("reference_draws", 20_000, "REINFORCE draws of the VAE reference.")
-_VAE_MEMBER = flags.DEFINE_integer("vae_member", 0, "The population member of --vae_workdir to measure.")
+_REFERENCE_DRAWS = flags.DEFINE_integer(
+  "reference_draws", 20_000, "REINFORCE draws of the VAE reference."
+)
+_VAE_MEMBER = flags.DEFINE_integer(
+  "vae_member", 0, "The population member of --vae_workdir to measure."
+)
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where the table, JSON and figure go.")
 
-_A = np.array([[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]])
+_A = np.array(
+  [[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]]
+)
 _CATEGORICAL_LOGITS = np.array([[0.6, -0.4, 1.1, 0.0]])
 _QP_POINTS = ((0.6, 0.3, 0.1), (0.2, 0.2, 0.6), (0.45, 0.45, 0.1))
 _BINARY_LOGITS = np.array([[0.5, -0.5], [0.0, 1.2], [-0.8, 0.3]])
@@ -76,7 +84,10 @@ def _problems():
   q, c = toy_qp.paper_problem()
   for point in _QP_POINTS:
     p = jnp.asarray(point, jnp.float32)
-    problems[f"toy_qp@{point}"] = (np.log(np.array([point])), lambda d, p=p: toy_qp.stochastic_loss(d[0], p, q, c))
+    problems[f"toy_qp@{point}"] = (
+      np.log(np.array([point])),
+      lambda d, p=p: toy_qp.stochastic_loss(d[0], p, q, c),
+    )
   w = jnp.asarray(_BINARY_W + _BINARY_W.T, jnp.float32)
   problems["binary"] = (_BINARY_LOGITS, lambda d: d.reshape(-1) @ w @ d.reshape(-1) / 4.0)
   return problems
@@ -113,44 +124,64 @@ def _summary(stats, reference, reference_mean_variance):
 
 
 def _saved_config(workdir: pathlib.Path) -> ConfigDict:
-  """A VAE workdir's config; one written before the Concrete model (no ``kernel_init``) is the ReLU 512/256 one."""
+  """A VAE workdir's config; one written before the Concrete model (no ``kernel_init``) is the ReLU
+  512/256 one."""
   saved = json.loads((workdir / "config.json").read_text())
-  config = vae_16ary.get_config() if "kernel_init" in saved else vae_relu_mlp.get_config(str(saved["arity"]))
-  if isinstance(saved.get("center_inputs"), bool):  # the earlier switch: True = the fixed pixel means
+  config = (
+    vae_16ary.get_config()
+    if "kernel_init" in saved
+    else vae_relu_mlp.get_config(str(saved["arity"]))
+  )
+  if isinstance(
+    saved.get("center_inputs"), bool
+  ):  # the earlier switch: True = the fixed pixel means
     saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
-  config.update_from_flattened_dict({k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))})
-  config.encoder_widths, config.decoder_widths = tuple(saved["encoder_widths"]), tuple(saved["decoder_widths"])
+  config.update_from_flattened_dict(
+    {k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))}
+  )
+  config.encoder_widths, config.decoder_widths = (
+    tuple(saved["encoder_widths"]),
+    tuple(saved["decoder_widths"]),
+  )
   return config
 
 
 def _vae_setup(workdir: pathlib.Path):
-  """The config, trained member state (parameters, REINFORCE baseline, input centring) and a fixed batch
+  """The config, trained member state (parameters, REINFORCE baseline, input centring) and a fixed
+  batch
   of a VAE workdir's latest checkpoint.
 
   Reads population checkpoints (member ``--vae_member``) and the single-run
   checkpoints written before populations (params at the top level).
   """
-  config, member, _, data, step = vae_experiment.load_trained(workdir, _VAE_MEMBER.value, _saved_config(workdir),
-                                                             _DATA_DIR.value or None)
+  config, member, _, data, step = vae_experiment.load_trained(
+    workdir, _VAE_MEMBER.value, _saved_config(workdir), _DATA_DIR.value or None
+  )
   rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
   x = jnp.asarray(data["train"][rows], jnp.float32)
   return config, member, x, step
 
 
 def _task(config: ConfigDict, name: str) -> vae_experiment.VAETask:
-  return vae_experiment.VAETask(config, estimators.get(name), np.asarray(config.pixel_means, np.float32))
+  return vae_experiment.VAETask(
+    config, estimators.get(name), np.asarray(config.pixel_means, np.float32)
+  )
 
 
 def _encoder_stats(config: ConfigDict, name: str, member, x, key, tau: float, draws: int):
-  """Moments of the VAE's encoder gradient over ``draws`` draws of estimator ``name`` at the member's state."""
+  """Moments of the VAE's encoder gradient over ``draws`` draws of estimator ``name`` at the
+  member's state."""
   task = _task(config, name)
 
   def encoder_grad(draw_key):
-    return jax.grad(task.loss, has_aux=True)(member["params"], x, draw_key, member["baseline"].mean, tau,
-                                             member["input_mean"])[0]["encoder"]
+    return jax.grad(task.loss, has_aux=True)(
+      member["params"], x, draw_key, member["baseline"].mean, tau, member["input_mean"]
+    )[0]["encoder"]
 
   chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
-  return jax.jit(lambda k: diagnostics.gradient_stats(encoder_grad, k, draws, chunk_size=chunk))(key), task
+  return jax.jit(lambda k: diagnostics.gradient_stats(encoder_grad, k, draws, chunk_size=chunk))(
+    key
+  ), task
 
 
 def _plot(path: pathlib.Path, rows, tau):
@@ -182,32 +213,53 @@ def _log10(value) -> str:
 
 
 def _markdown(results) -> str:
-  lines = [f"Device: {results['device']}. Draws: {results['draws']} per estimator on the small problems"
-           f" (exact gradients by enumeration); VAE: {results.get('vae', {}).get('draws', '-')} draws against"
-           f" {results.get('vae', {}).get('reference_draws', '-')} REINFORCE draws. log10 values; '~0' = a squared bias"
-           " below the Monte Carlo resolution (its bias-corrected estimate is <= 0); '-' = not"
-           " applicable (gr_exact needs binary variables).", ""]
+  lines = [
+    f"Device: {results['device']}. Draws: {results['draws']} per estimator on the small problems"
+    f" (exact gradients by enumeration); VAE: {results.get('vae', {}).get('draws', '-')} draws"
+    " against"
+    f" {results.get('vae', {}).get('reference_draws', '-')} REINFORCE draws. log10 values; '~0' ="
+    " a squared bias"
+    " below the Monte Carlo resolution (its bias-corrected estimate is <= 0); '-' = not"
+    " applicable (gr_exact needs binary variables).",
+    "",
+  ]
   for problem, per_tau in results["small"].items():
-    lines += [f"### {problem}", "", "| estimator | " + " | ".join(
-        f"tau={tau}: bias^2 / var / MSE" for tau in per_tau) + " |", "|---|" + "---|" * len(per_tau)]
+    lines += [
+      f"### {problem}",
+      "",
+      "| estimator | " + " | ".join(f"tau={tau}: bias^2 / var / MSE" for tau in per_tau) + " |",
+      "|---|" + "---|" * len(per_tau),
+    ]
     names = list(next(iter(per_tau.values())))
     for name in names:
       cells = []
       for tau in per_tau:
         s = per_tau[tau][name]
-        cells.append("-" if s is None else " / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse")))
+        cells.append(
+          "-"
+          if s is None
+          else " / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse"))
+        )
       lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
   if "vae" in results:
     vae = results["vae"]
-    lines += [f"### 16-ary VAE encoder gradient (checkpoint step {vae['checkpoint_step']}, B = 20)", "",
-              "| estimator | ms | " + " | ".join(f"tau={tau}: bias^2 / var / MSE / MSE x ms" for tau in vae["stats"]) + " |",
-              "|---|---|" + "---|" * len(vae["stats"])]
+    lines += [
+      f"### 16-ary VAE encoder gradient (checkpoint step {vae['checkpoint_step']}, B = 20)",
+      "",
+      "| estimator | ms | "
+      + " | ".join(f"tau={tau}: bias^2 / var / MSE / MSE x ms" for tau in vae["stats"])
+      + " |",
+      "|---|---|" + "---|" * len(vae["stats"]),
+    ]
     for name, ms in vae["ms"].items():
       cells = []
       for tau, per_name in vae["stats"].items():
         s = per_name[name]
-        cells.append(" / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse")) + f" / {_log10(s['mse'] * ms)}")
+        cells.append(
+          " / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse"))
+          + f" / {_log10(s['mse'] * ms)}"
+        )
       lines.append(f"| {name} | {ms:.2f} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
@@ -218,8 +270,12 @@ def main(argv):
   (out / "figures").mkdir(parents=True, exist_ok=True)
   taus = [float(t) for t in _TAUS.value]
   chosen = {name: estimators.get(name) for name in _NAMES.value}
-  results = {"device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})", "draws": _DRAWS.value,
-             "taus": taus, "small": {}}
+  results = {
+    "device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})",
+    "draws": _DRAWS.value,
+    "taus": taus,
+    "small": {},
+  }
   key = jax.random.key(0)
   saved_path = out / "estimator_comparison.json"
   saved = json.loads(saved_path.read_text()) if saved_path.exists() else {}
@@ -227,35 +283,68 @@ def main(argv):
     results["small"][problem] = {}
     for t_index, tau in enumerate(taus):
       previous = saved.get("small", {}).get(problem, {}).get(str(tau))
-      if saved.get("draws") == _DRAWS.value and previous is not None and set(previous) == set(chosen):
+      if (
+        saved.get("draws") == _DRAWS.value and previous is not None and set(previous) == set(chosen)
+      ):
         results["small"][problem][str(tau)] = previous  # measured by an earlier, interrupted run
         continue
       row = {}
       for e_index, (name, estimator) in enumerate(chosen.items()):
         draw_key = jax.random.fold_in(key, 10_000 * p_index + 100 * t_index + e_index)
-        row[name] = (_small_problem_stats(estimator, logits, loss, tau, draw_key, _DRAWS.value)
-                     if _applies(estimator, logits) else None)
+        row[name] = (
+          _small_problem_stats(estimator, logits, loss, tau, draw_key, _DRAWS.value)
+          if _applies(estimator, logits)
+          else None
+        )
       results["small"][problem][str(tau)] = row
-      print(problem, tau, {n: None if s is None else round(diagnostics.log10(s["mse"]), 2) for n, s in row.items()},
-            flush=True)
+      print(
+        problem,
+        tau,
+        {n: None if s is None else round(diagnostics.log10(s["mse"]), 2) for n, s in row.items()},
+        flush=True,
+      )
       saved_path.write_text(json.dumps({**saved, **results}, indent=1) + "\n")  # resumable
   if _VAE_WORKDIR.value:
     config, member, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
     vae_key = jax.random.key(1)
-    reference, _ = _encoder_stats(config, "reinforce", member, x, jax.random.fold_in(vae_key, 999_999), 1.0,
-                                  _REFERENCE_DRAWS.value)
+    reference, _ = _encoder_stats(
+      config,
+      "reinforce",
+      member,
+      x,
+      jax.random.fold_in(vae_key, 999_999),
+      1.0,
+      _REFERENCE_DRAWS.value,
+    )
     reference_mean_variance = float(reference.trace_variance) / reference.num_draws
-    vae = {"checkpoint_step": step, "draws": _VAE_DRAWS.value, "reference_draws": _REFERENCE_DRAWS.value,
-           "ms": {}, "stats": {}}
+    vae = {
+      "checkpoint_step": step,
+      "draws": _VAE_DRAWS.value,
+      "reference_draws": _REFERENCE_DRAWS.value,
+      "ms": {},
+      "stats": {},
+    }
     for t_index, tau in enumerate(taus):
       vae["stats"][str(tau)] = {}
-      for e_index, name in enumerate(n for n, e in chosen.items() if _applies(e, np.zeros((1, 16)))):
-        stats, task = _encoder_stats(config, name, member, x, jax.random.fold_in(vae_key, 100 * t_index + e_index),
-                                     tau, _VAE_DRAWS.value)
+      for e_index, name in enumerate(
+        n for n, e in chosen.items() if _applies(e, np.zeros((1, 16)))
+      ):
+        stats, task = _encoder_stats(
+          config,
+          name,
+          member,
+          x,
+          jax.random.fold_in(vae_key, 100 * t_index + e_index),
+          tau,
+          _VAE_DRAWS.value,
+        )
         vae["stats"][str(tau)][name] = _summary(stats, reference.mean, reference_mean_variance)
         if t_index == 0:
-          grad = jax.jit(jax.grad(lambda p, k: task.loss(p, x, k, member["baseline"].mean, tau,
-                                                         member["input_mean"])[0]))
+          grad = jax.jit(
+            jax.grad(
+              lambda p, k: task.loss(p, x, k, member["baseline"].mean, tau, member["input_mean"])[0]
+            )
+          )
           vae["ms"][name] = median_ms(grad, member["params"], jax.random.key(2), repeats=20)
         print("vae", tau, name, vae["stats"][str(tau)][name], vae["ms"][name], flush=True)
     results["vae"] = vae

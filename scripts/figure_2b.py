@@ -20,15 +20,19 @@ Writes ``--out_dir``/figure_2b.{json,md} and figures/figure_2b.png.
 import json
 import pathlib
 
+import compare_estimators
 import jax
+import plot_common  # noqa: F401  (quiet backend probe, Agg)
 from absl import app, flags
 
-import compare_estimators
-import plot_common  # noqa: F401  (quiet backend probe, Agg)
 from gr_jax import diagnostics
 
-_ESTIMATORS = flags.DEFINE_list("figure_estimators", ["st_gs", "gr_mc10", "gr_mc100", "gr_mc1000"], "Estimators.")
-_FIGURE_TAUS = flags.DEFINE_list("figure_taus", ["0.1", "0.2", "0.3", "0.5", "0.7", "1.0"], "Temperatures.")
+_ESTIMATORS = flags.DEFINE_list(
+  "figure_estimators", ["st_gs", "gr_mc10", "gr_mc100", "gr_mc1000"], "Estimators."
+)
+_FIGURE_TAUS = flags.DEFINE_list(
+  "figure_taus", ["0.1", "0.2", "0.3", "0.5", "0.7", "1.0"], "Temperatures."
+)
 _DRAWS = flags.DEFINE_integer("figure_draws", 200, "Estimator draws per (estimator, tau).")
 
 
@@ -39,29 +43,59 @@ def main(argv):
   (out / "figures").mkdir(parents=True, exist_ok=True)
   config, member, x, step = compare_estimators._vae_setup(workdir)
   key = jax.random.key(2)
-  reference, _ = compare_estimators._encoder_stats(config, "reinforce", member, x, jax.random.fold_in(key, 999_999),
-                                                   1.0, compare_estimators._REFERENCE_DRAWS.value)
+  reference, _ = compare_estimators._encoder_stats(
+    config,
+    "reinforce",
+    member,
+    x,
+    jax.random.fold_in(key, 999_999),
+    1.0,
+    compare_estimators._REFERENCE_DRAWS.value,
+  )
   reference_mean_variance = float(reference.trace_variance) / reference.num_draws
   taus = [float(t) for t in _FIGURE_TAUS.value]
   rows = {}
   for e_index, name in enumerate(_ESTIMATORS.value):
     rows[name] = {}
     for t_index, tau in enumerate(taus):
-      stats, _ = compare_estimators._encoder_stats(config, name, member, x,
-                                                   jax.random.fold_in(key, 100 * e_index + t_index), tau, _DRAWS.value)
-      rows[name][str(tau)] = compare_estimators._summary(stats, reference.mean, reference_mean_variance)
-      print(name, tau, {k: round(diagnostics.log10(v), 3) if v > 0 else v for k, v in rows[name][str(tau)].items()},
-            flush=True)
-  results = {"workdir": str(workdir), "member": compare_estimators._VAE_MEMBER.value, "checkpoint_step": step,
-             "draws": _DRAWS.value, "reference_draws": compare_estimators._REFERENCE_DRAWS.value,
-             "device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})", "mse": rows}
+      stats, _ = compare_estimators._encoder_stats(
+        config, name, member, x, jax.random.fold_in(key, 100 * e_index + t_index), tau, _DRAWS.value
+      )
+      rows[name][str(tau)] = compare_estimators._summary(
+        stats, reference.mean, reference_mean_variance
+      )
+      print(
+        name,
+        tau,
+        {
+          k: round(diagnostics.log10(v), 3) if v > 0 else v for k, v in rows[name][str(tau)].items()
+        },
+        flush=True,
+      )
+  results = {
+    "workdir": str(workdir),
+    "member": compare_estimators._VAE_MEMBER.value,
+    "checkpoint_step": step,
+    "draws": _DRAWS.value,
+    "reference_draws": compare_estimators._REFERENCE_DRAWS.value,
+    "device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})",
+    "mse": rows,
+  }
   (out / "figure_2b.json").write_text(json.dumps(results, indent=1) + "\n")
-  lines = [f"Checkpoint {workdir} (member {results['member']}, step {step}); {_DRAWS.value} draws per cell against"
-           f" {results['reference_draws']} REINFORCE draws; device {results['device']}. log10 MSE (log10 squared bias).",
-           "", "| estimator | " + " | ".join(f"tau={t:g}" for t in taus) + " |", "|---|" + "---|" * len(taus)]
+  lines = [
+    f"Checkpoint {workdir} (member {results['member']}, step {step}); {_DRAWS.value} draws per"
+    " cell against"
+    f" {results['reference_draws']} REINFORCE draws; device {results['device']}. log10 MSE (log10"
+    " squared bias).",
+    "",
+    "| estimator | " + " | ".join(f"tau={t:g}" for t in taus) + " |",
+    "|---|" + "---|" * len(taus),
+  ]
   for name, per_tau in rows.items():
-    cells = [f"{compare_estimators._log10(s['mse'])} ({compare_estimators._log10(s['squared_bias'])})"
-             for s in per_tau.values()]
+    cells = [
+      f"{compare_estimators._log10(s['mse'])} ({compare_estimators._log10(s['squared_bias'])})"
+      for s in per_tau.values()
+    ]
     lines.append(f"| {name} | " + " | ".join(cells) + " |")
   (out / "figure_2b.md").write_text("\n".join(lines) + "\n")
   print("\n".join(lines))

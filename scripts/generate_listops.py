@@ -30,7 +30,10 @@ def main(argv):
   splits = {"train": lines[: _NUM_TRAIN.value], "valid": lines[_NUM_TRAIN.value :]}
   for split, split_lines in splits.items():
     (out / f"{split}_d20s_generated.tsv").write_text("\n".join(split_lines) + "\n")
-  stats = {name: listops.length_statistics([listops.parse_line(l) for l in ls]) for name, ls in splits.items()}
+  stats = {
+    name: listops.length_statistics([listops.parse_line(line) for line in ls])
+    for name, ls in splits.items()
+  }
   if _TEST_FILE.value:
     stats["test (file)"] = listops.length_statistics(listops.load_tsv(_TEST_FILE.value))
   print(f"{'split':<12} {'L<=10':>7} {'L<=25':>7} {'L<=50':>7}")

@@ -1,4 +1,4 @@
-"""How the grid and reproduction scripts start a run: ``python -m experiments.main`` in its workdir."""
+"""How the grid and reproduction scripts start a run: ``python -m experiments.main``."""
 
 import json
 import os
@@ -16,7 +16,8 @@ _ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
-  """Trains, resumes or extends (num_steps grown) the run in ``workdir``; its output goes to log.txt.
+  """Trains, resumes or extends (num_steps grown) the run in ``workdir``; its output goes to
+  log.txt.
 
   A run that already finished with this config is not redone: experiments.main
   only reads its results. SIGINT / SIGTERM received meanwhile (in the main
@@ -32,10 +33,14 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
   with open(workdir / "log.txt", "a") as log:
     # The clone's experiments/ and configs/ (pip installs the gr_jax library only).
     path = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path})
+    process = subprocess.Popen(
+      command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": path}
+    )
     previous = {}
     if threading.current_thread() is threading.main_thread():
-      previous = {s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in STOP_SIGNALS}
+      previous = {
+        s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in STOP_SIGNALS
+      }
     try:
       code = process.wait()
     finally:
@@ -43,10 +48,15 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
         signal.signal(stop_signal, handler)
   if code:
     lines = (workdir / "log.txt").read_text(errors="replace").strip().splitlines()
-    raise SystemExit(f"error: the run in {workdir} stopped (exit {code}): {lines[-1] if lines else 'no output'}"
-                     f" (its log: {workdir / 'log.txt'})")
-  print(f"{workdir}: done in {formatting.duration(time.perf_counter() - start)}; {_results_line(workdir)}",
-        flush=True)
+    raise SystemExit(
+      f"error: the run in {workdir} stopped (exit {code}): {lines[-1] if lines else 'no output'}"
+      f" (its log: {workdir / 'log.txt'})"
+    )
+  print(
+    f"{workdir}: done in {formatting.duration(time.perf_counter() - start)};"
+    f" {_results_line(workdir)}",
+    flush=True,
+  )
 
 
 # The selected member's numbers that a progress line shows, when results.json has them.
@@ -60,4 +70,6 @@ def _results_line(workdir: pathlib.Path) -> str:
     return "no results.json"
   shown = [f"{name} {formatting.significant(results[name])}" for name in _SHOWN if name in results]
   members = len(results.get("members", []))
-  return f"selected member {results.get('selected_member')} of {members}: " + (", ".join(shown) or "-")
+  return f"selected member {results.get('selected_member')} of {members}: " + (
+    ", ".join(shown) or "-"
+  )

@@ -17,7 +17,9 @@ from absl import app, flags
 
 from experiments import common, population
 
-_OUT = flags.DEFINE_string("out", None, "Directory for the merged results.json and summary.md.", required=True)
+_OUT = flags.DEFINE_string(
+  "out", None, "Directory for the merged results.json and summary.md.", required=True
+)
 
 # Keys that differ between the slices of one population.
 _PER_SLICE = {"members", "shard", "selected_member", "final_eval_seconds", "trained_steps"}
@@ -36,46 +38,72 @@ def _read_json(path: pathlib.Path) -> dict:
   try:
     return json.loads(path.read_text())
   except FileNotFoundError:
-    raise SystemExit(f"error: {path} does not exist: that slice has not finished (run its job again).") from None
+    raise SystemExit(
+      f"error: {path} does not exist: that slice has not finished (run its job again)."
+    ) from None
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    raise SystemExit(f"error: {path} is damaged ({e}): run that slice's job again to rewrite it.") from None
+    raise SystemExit(
+      f"error: {path} is damaged ({e}): run that slice's job again to rewrite it."
+    ) from None
 
 
 def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
   if not workdirs:
     raise SystemExit("error: give the workdirs of the slices to merge (every shard's, once).")
   if out.resolve() in {w.resolve() for w in workdirs} or _is_run_workdir(out):
-    raise SystemExit(f"error: --out={out} is a run's workdir (one of the slices, or another run): its results.json"
-                     " would be overwritten; give a new directory.")
+    raise SystemExit(
+      f"error: --out={out} is a run's workdir (one of the slices, or another run): its results.json"
+      " would be overwritten; give a new directory."
+    )
   slices = [_read_json(workdir / "results.json") for workdir in workdirs]
   first = slices[0]
   configs = [_read_json(w / "config.json") for w in workdirs]
   for workdir, config, results in zip(workdirs, configs, slices):
     for config_field, results_field in _LENGTH_FIELDS:
-      if config_field in config and results.get(results_field, config[config_field]) != config[config_field]:
+      if (
+        config_field in config
+        and results.get(results_field, config[config_field]) != config[config_field]
+      ):
         raise SystemExit(
-            f"error: {workdir / 'results.json'} is stale: it reports {results_field}={results[results_field]} but the"
-            f" slice's config asks for {config_field}={config[config_field]} (an extension that did not finish):"
-            " run that slice's job again.")
+          f"error: {workdir / 'results.json'} is stale: it reports"
+          f" {results_field}={results[results_field]} but the"
+          f" slice's config asks for {config_field}={config[config_field]} (an extension that did"
+          " not finish):"
+          " run that slice's job again."
+        )
   reference = common.flatten(configs[0])
   for workdir, config in zip(workdirs[1:], configs[1:]):
     flat = common.flatten(config)
-    # Fields that may differ between slices: the shard, and what a restart may change (logging, evaluation).
-    mismatch = [k for k in sorted(set(flat) | set(reference)) if flat.get(k) != reference.get(k)
-                and k != "population.shard_index" and k not in common.SAFE_TO_CHANGE]
+    # Fields that may differ between slices: the shard, and what a restart may change (logging,
+    # evaluation).
+    mismatch = [
+      k
+      for k in sorted(set(flat) | set(reference))
+      if flat.get(k) != reference.get(k)
+      and k != "population.shard_index"
+      and k not in common.SAFE_TO_CHANGE
+    ]
     if mismatch:
-      raise SystemExit(f"error: {workdir} is not a slice of the population in {workdirs[0]}: {', '.join(mismatch)} differ.")
+      raise SystemExit(
+        f"error: {workdir} is not a slice of the population in {workdirs[0]}:"
+        f" {', '.join(mismatch)} differ."
+      )
   reports = sorted((m for s in slices for m in s["members"]), key=lambda m: m["member"])
   indices = [m["member"] for m in reports]
   if indices != list(range(first["population_size"])):
     missing = sorted(set(range(first["population_size"])) - set(indices))
-    raise SystemExit(f"error: the slices do not cover the population of {first['population_size']}: members"
-                     f" {missing or 'repeated'} (give every shard's workdir once).")
+    raise SystemExit(
+      f"error: the slices do not cover the population of {first['population_size']}: members"
+      f" {missing or 'repeated'} (give every shard's workdir once)."
+    )
   metric, mode = first["selected_by"]
   columns = first["summary_columns"]
   common_results = {k: v for k, v in first.items() if k not in _PER_SLICE and k not in reports[0]}
-  common_results.update(shard=[0, 1], merged_from=[str(w) for w in workdirs],
-                        trained_steps=min(s["trained_steps"] for s in slices))
+  common_results.update(
+    shard=[0, 1],
+    merged_from=[str(w) for w in workdirs],
+    trained_steps=min(s["trained_steps"] for s in slices),
+  )
   try:
     out.mkdir(parents=True, exist_ok=True)
     return population.write_results(out, reports, metric, mode, common_results, columns)

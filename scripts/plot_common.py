@@ -23,25 +23,35 @@ def load_runs(patterns):
       path = pathlib.Path(directory)
       if (path / "metrics.jsonl").is_file() and (path / "config.json").is_file():
         config = json.loads((path / "config.json").read_text())
-        records = [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines() if l.strip()]
+        records = [
+          json.loads(line)
+          for line in (path / "metrics.jsonl").read_text().splitlines()
+          if line.strip()
+        ]
         runs.append((config, records))
   if not runs:
-    raise SystemExit(f"error: no run directory (with config.json and metrics.jsonl) matches {patterns}")
+    raise SystemExit(
+      f"error: no run directory (with config.json and metrics.jsonl) matches {patterns}"
+    )
   return runs
 
 
 def series(records, metric, split="train"):
   """Sorted (steps, values) of a metric, finite values only."""
   points = sorted(
-      (r["step"], r[metric]) for r in records
-      if r.get("split") == split and metric in r and r[metric] is not None and math.isfinite(r[metric])
+    (r["step"], r[metric])
+    for r in records
+    if r.get("split") == split
+    and metric in r
+    and r[metric] is not None
+    and math.isfinite(r[metric])
   )
   return [p[0] for p in points], [p[1] for p in points]
 
 
 def estimator_label(name):
   return {"st": "ST", "st_gs": "ST-GS", "gs": "GS", "reinforce": "REINFORCE"}.get(
-      name, name.upper().replace("GR_MC", "GR-MC")
+    name, name.upper().replace("GR_MC", "GR-MC")
   )
 
 

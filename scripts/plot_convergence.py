@@ -12,12 +12,13 @@ runs that reached it is written beside each point.
 from collections import defaultdict
 
 import numpy as np
+import plot_common
 from absl import app, flags
 
-import plot_common
-
 _RUNS = flags.DEFINE_list("runs", None, "Run directories (glob patterns).", required=True)
-_THRESHOLDS = flags.DEFINE_list("thresholds", [], "Validation NLL thresholds (nats); default: 4 quantiles.")
+_THRESHOLDS = flags.DEFINE_list(
+  "thresholds", [], "Validation NLL thresholds (nats); default: 4 quantiles."
+)
 _OUT = flags.DEFINE_string("out", "convergence.png", "Output PNG.")
 
 
@@ -51,9 +52,18 @@ def main(argv):
         means.append(np.mean(reached))
         errors.append(np.std(reached, ddof=1) / np.sqrt(len(reached)) if len(reached) > 1 else 0.0)
         counts.append(f"{len(reached)}/{len(runs)}")
-    bars = ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=3, label=plot_common.estimator_label(estimator))
+    bars = ax.errorbar(
+      xs, means, yerr=errors, fmt="o", capsize=3, label=plot_common.estimator_label(estimator)
+    )
     for x, y, count in zip(xs, means, counts):
-      ax.annotate(count, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=bars[0].get_color())
+      ax.annotate(
+        count,
+        (x, y),
+        textcoords="offset points",
+        xytext=(4, 4),
+        fontsize=7,
+        color=bars[0].get_color(),
+      )
   ax.set_xticks(range(len(thresholds)), [f"{t:.1f}" for t in thresholds])
   ax.set_xlabel("validation negative bound threshold (nats)")
   ax.set_ylabel("iterations to reach it")

@@ -1,4 +1,5 @@
-"""Every member's validation curve in a population workdir, its divergence marked (Table 1's collapse question).
+"""Every member's validation curve in a population workdir, its divergence marked (Table 1's
+collapse question).
 
 One panel per workdir (e.g. one per estimator); one line per member, coloured
 by learning rate, drawn up to the member's divergence (results.json's
@@ -12,7 +13,8 @@ model selection of experiments/listops.py; 0 when it diverged before its first
 evaluation), their mean ± std, its last evaluation (a diverged member's frozen
 last finite state) and its divergence step.
 
-  python scripts/plot_members.py --runs=runs/table1/L10_tau0.01_noclip/st_gs,runs/table1/L10_tau0.01_noclip/gr_mc10 \
+  python scripts/plot_members.py
+  --runs=runs/table1/L10_tau0.01_noclip/st_gs,runs/table1/L10_tau0.01_noclip/gr_mc10 \
       --out=docs/figures/table1_L10_tau0.01_members.png
 """
 
@@ -23,33 +25,48 @@ import pathlib
 from collections import defaultdict
 
 import numpy as np
+import plot_common
 from absl import app, flags
 
-import plot_common
-
-_RUNS = flags.DEFINE_list("runs", None, "Population workdirs (glob patterns), one panel each.", required=True)
+_RUNS = flags.DEFINE_list(
+  "runs", None, "Population workdirs (glob patterns), one panel each.", required=True
+)
 _METRIC = flags.DEFINE_string("metric", "accuracy", "The metric of the curves.")
 _SPLIT = flags.DEFINE_string("split", "valid", "The split of the curves.")
 _OUT = flags.DEFINE_string("out", "members.png", "Output PNG.")
-_TABLE = flags.DEFINE_string("table", "", "If set, write the per-learning-rate markdown table here.")
+_TABLE = flags.DEFINE_string(
+  "table", "", "If set, write the per-learning-rate markdown table here."
+)
 
 
 def divergence_steps(workdir: pathlib.Path, records) -> dict[int, int]:
-  """{member: step of divergence}: results.json's exact steps, else the first logged non-finite training metric."""
+  """{member: step of divergence}: results.json's exact steps, else the first logged non-finite
+  training metric."""
   results = workdir / "results.json"
   if results.is_file():
-    return {m["member"]: m["diverged_at_step"] for m in json.loads(results.read_text())["members"]
-            if m["diverged_at_step"] is not None}
+    return {
+      m["member"]: m["diverged_at_step"]
+      for m in json.loads(results.read_text())["members"]
+      if m["diverged_at_step"] is not None
+    }
   return member_curves(records, "train", "")[1]
 
 
 def member_curves(records, split, metric):
-  """{member: (steps, values)} of the split's metric, and {member: first step with a non-finite training metric}."""
+  """{member: (steps, values)} of the split's metric, and {member: first step with a non-finite
+  training metric}."""
   curves, diverged = defaultdict(list), {}
   for r in records:
     member = r.get("member", 0)
-    if r.get("split") == "train" and member not in diverged and any(  # null (or, in older files, NaN)
-        v is None or (isinstance(v, float) and not math.isfinite(v)) for k, v in r.items() if k not in ("step", "member")):
+    if (
+      r.get("split") == "train"
+      and member not in diverged
+      and any(  # null (or, in older files, NaN)
+        v is None or (isinstance(v, float) and not math.isfinite(v))
+        for k, v in r.items()
+        if k not in ("step", "member")
+      )
+    ):
       diverged[member] = r["step"]
     if r.get("split") == split and metric in r:
       curves[member].append((r["step"], r[metric]))
@@ -62,21 +79,31 @@ def member_table(config, records, curves, diverged) -> list[str]:
   rates = config["population"]["learning_rate"] or [config["learning_rate"]]
   seeds = config["population"]["seed"] or [config["seed"]]
   last_step = max(r["step"] for r in records)
-  rows = [f"{config['estimator']}, tau={config['tau']:g}, last logged step {last_step}:", "",
-          "| lr | test % at best valid (mean ± std) | per seed | last evaluation per seed | diverged at step |",
-          "|---|---|---|---|---|"]
+  rows = [
+    f"{config['estimator']}, tau={config['tau']:g}, last logged step {last_step}:",
+    "",
+    "| lr | test % at best valid (mean ± std) | per seed | last evaluation per seed | diverged at"
+    " step |",
+    "|---|---|---|---|---|",
+  ]
   for index, rate in enumerate(rates):
     best, last, steps = [], [], []
     for member in range(index * len(seeds), (index + 1) * len(seeds)):
       end = diverged.get(member, math.inf)
       alive = [(v, s) for s, v in zip(*curves.get(member, ((), ()))) if s < end]
       # The earliest of the best validation evaluations, as experiments/listops.py selects.
-      best.append(100 * tests[member][max(alive, key=lambda vs: (vs[0], -vs[1]))[1]] if alive else 0.0)
+      best.append(
+        100 * tests[member][max(alive, key=lambda vs: (vs[0], -vs[1]))[1]] if alive else 0.0
+      )
       last.append(100 * tests[member][max(tests[member])] if tests.get(member) else float("nan"))
       steps.append("-" if end == math.inf else str(end))
-    spread = f"{np.mean(best):.1f} ± {np.std(best, ddof=1):.1f}" if len(best) > 1 else f"{best[0]:.1f}"
-    rows.append(f"| {rate:g} | {spread} | {', '.join(f'{b:.1f}' for b in best)} | "
-                f"{', '.join(f'{v:.1f}' for v in last)} | {', '.join(steps)} |")
+    spread = (
+      f"{np.mean(best):.1f} ± {np.std(best, ddof=1):.1f}" if len(best) > 1 else f"{best[0]:.1f}"
+    )
+    rows.append(
+      f"| {rate:g} | {spread} | {', '.join(f'{b:.1f}' for b in best)} | "
+      f"{', '.join(f'{v:.1f}' for v in last)} | {', '.join(steps)} |"
+    )
   return rows + [""]
 
 
@@ -84,13 +111,19 @@ def main(argv):
   del argv
   workdirs = [pathlib.Path(d) for pattern in _RUNS.value for d in sorted(glob.glob(pattern))]
   runs = plot_common.load_runs([str(d) for d in workdirs])
-  fig, axes = plot_common.plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), sharey=True, squeeze=False)
+  fig, axes = plot_common.plt.subplots(
+    1, len(runs), figsize=(5.5 * len(runs), 4), sharey=True, squeeze=False
+  )
   for ax, workdir, (config, records) in zip(axes[0], workdirs, runs):
     curves = member_curves(records, _SPLIT.value, _METRIC.value)[0]
     diverged = divergence_steps(workdir, records)
     rates = config["population"]["learning_rate"] or [config["learning_rate"]]
-    colours = dict(zip(sorted(set(rates)), plot_common.plt.cm.viridis(np.linspace(0, 0.9, len(set(rates))))))
-    member_rate = [rate for rate in rates for _ in (config["population"]["seed"] or [config["seed"]])]
+    colours = dict(
+      zip(sorted(set(rates)), plot_common.plt.cm.viridis(np.linspace(0, 0.9, len(set(rates)))))
+    )
+    member_rate = [
+      rate for rate in rates for _ in (config["population"]["seed"] or [config["seed"]])
+    ]
     for member, (steps, values) in sorted(curves.items()):
       end = diverged.get(member, math.inf)
       kept = [(s, v) for s, v in zip(steps, values) if s < end]
@@ -102,8 +135,10 @@ def main(argv):
     for rate, colour in colours.items():
       ax.plot([], [], color=colour, label=f"lr {rate:g}")
     alive = len(curves) - len(diverged)
-    ax.set_title(f"{plot_common.estimator_label(config['estimator'])}, tau={config['tau']:g}: "
-                 f"{len(diverged)} of {len(curves)} diverged (x), {alive} alive")
+    ax.set_title(
+      f"{plot_common.estimator_label(config['estimator'])}, tau={config['tau']:g}: "
+      f"{len(diverged)} of {len(curves)} diverged (x), {alive} alive"
+    )
     ax.set_xlabel("step")
     ax.legend(fontsize=7, ncol=2)
   axes[0][0].set_ylabel(f"{_SPLIT.value} {_METRIC.value}")
@@ -111,8 +146,12 @@ def main(argv):
   if _TABLE.value:
     lines = []
     for workdir, (config, records) in zip(workdirs, runs):
-      lines += member_table(config, records, member_curves(records, "valid", "accuracy")[0],
-                            divergence_steps(workdir, records))
+      lines += member_table(
+        config,
+        records,
+        member_curves(records, "valid", "accuracy")[0],
+        divergence_steps(workdir, records),
+      )
     pathlib.Path(_TABLE.value).write_text("\n".join(lines))
     print("\n".join(lines))
 

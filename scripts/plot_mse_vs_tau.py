@@ -10,9 +10,8 @@ draws); runs of one (estimator, tau) are averaged, with standard errors.
 from collections import defaultdict
 
 import numpy as np
-from absl import app, flags
-
 import plot_common
+from absl import app, flags
 
 _RUNS = flags.DEFINE_list("runs", None, "Run directories (glob patterns).", required=True)
 _OUT = flags.DEFINE_string("out", "mse_vs_tau.png", "Output PNG.")
@@ -31,8 +30,13 @@ def main(argv):
   for estimator, by_tau in sorted(values.items()):
     taus = sorted(by_tau)
     means = [np.mean(by_tau[t]) for t in taus]
-    errors = [np.std(by_tau[t], ddof=1) / np.sqrt(len(by_tau[t])) if len(by_tau[t]) > 1 else 0.0 for t in taus]
-    ax.errorbar(taus, means, yerr=errors, marker="o", capsize=3, label=plot_common.estimator_label(estimator))
+    errors = [
+      np.std(by_tau[t], ddof=1) / np.sqrt(len(by_tau[t])) if len(by_tau[t]) > 1 else 0.0
+      for t in taus
+    ]
+    ax.errorbar(
+      taus, means, yerr=errors, marker="o", capsize=3, label=plot_common.estimator_label(estimator)
+    )
   ax.set_xscale("log")
   ax.set_xlabel(r"temperature $\tau$")
   ax.set_ylabel(r"$\log_{10}$ MSE of the encoder gradient")

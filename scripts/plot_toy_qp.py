@@ -34,9 +34,13 @@ def _frame(ax, corners):
 def main(argv):
   del argv
   workdir, out = pathlib.Path(_WORKDIR.value), pathlib.Path(_OUT_DIR.value)
-  files = sorted(workdir.glob("variance_tau*.npz"), key=lambda f: float(f.stem.removeprefix("variance_tau")))
+  files = sorted(
+    workdir.glob("variance_tau*.npz"), key=lambda f: float(f.stem.removeprefix("variance_tau"))
+  )
   if not files:
-    raise SystemExit(f"error: no variance_tau*.npz in {workdir}; run the toy_qp experiment there first.")
+    raise SystemExit(
+      f"error: no variance_tau*.npz in {workdir}; run the toy_qp experiment there first."
+    )
   names = list(json.loads((workdir / "config.json").read_text())["estimators"])
   summary = json.loads((workdir / "variance_summary.json").read_text())
   curves = json.loads((workdir / "optimization.json").read_text())
@@ -49,8 +53,12 @@ def main(argv):
     with np.load(file) as saved:
       points, difference = saved["points"], saved[names[0]] - saved[names[1]]
     xy = toy_qp.to_ternary(points)
-    contour = ax.tricontourf(mtri.Triangulation(xy[:, 0], xy[:, 1]), difference, levels=20, cmap="inferno")
-    fig.colorbar(contour, ax=ax, shrink=0.8, label=rf"$\Delta \log_{{10}}$ Var ({names[0]} $-$ {names[1]})")
+    contour = ax.tricontourf(
+      mtri.Triangulation(xy[:, 0], xy[:, 1]), difference, levels=20, cmap="inferno"
+    )
+    fig.colorbar(
+      contour, ax=ax, shrink=0.8, label=rf"$\Delta \log_{{10}}$ Var ({names[0]} $-$ {names[1]})"
+    )
     frac = summary[tau]["fraction_lower"]
     ax.set_title(rf"$\tau$ = {tau}: {names[1]} lower at {100 * frac:.0f}% of points", fontsize=9)
     _frame(ax, corners)
@@ -59,7 +67,9 @@ def main(argv):
   q, c = toy_qp.paper_problem()
   objective = np.array([float(toy_qp.objective(p, q, c)) for p in points])
   fig, ax = plt.subplots(figsize=(4.2, 3.8))
-  contour = ax.tricontourf(mtri.Triangulation(xy[:, 0], xy[:, 1]), objective, levels=20, cmap="viridis")
+  contour = ax.tricontourf(
+    mtri.Triangulation(xy[:, 0], xy[:, 1]), objective, levels=20, cmap="viridis"
+  )
   fig.colorbar(contour, ax=ax, shrink=0.8, label=r"$(p - c)^\top Q (p - c)$")
   ax.set_title("Objective on the simplex", fontsize=9)
   _frame(ax, corners)

@@ -10,9 +10,8 @@ with their range shaded.
 from collections import defaultdict
 
 import numpy as np
-from absl import app, flags
-
 import plot_common
+from absl import app, flags
 
 _RUNS = flags.DEFINE_list("runs", None, "Run directories (glob patterns).", required=True)
 _OUT = flags.DEFINE_string("out", "variance.png", "Output PNG.")
@@ -26,13 +25,20 @@ def main(argv):
     if steps:
       by_estimator[config["estimator"]].append(dict(zip(steps, values)))
   if not by_estimator:
-    raise SystemExit("error: no log10_grad_variance records in these runs (set config.variance_every)")
+    raise SystemExit(
+      "error: no log10_grad_variance records in these runs (set config.variance_every)"
+    )
   fig, ax = plot_common.plt.subplots(figsize=(5.5, 3.8))
   for estimator, runs in sorted(by_estimator.items()):
     steps = sorted(set.intersection(*(set(r) for r in runs)))
     values = np.array([[r[s] for s in steps] for r in runs])
-    line, = ax.plot(steps, values.mean(0), marker="o", ms=3,
-                    label=f"{plot_common.estimator_label(estimator)} ({len(runs)} runs)")
+    (line,) = ax.plot(
+      steps,
+      values.mean(0),
+      marker="o",
+      ms=3,
+      label=f"{plot_common.estimator_label(estimator)} ({len(runs)} runs)",
+    )
     ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2)
   ax.set_xlabel("training step")
   ax.set_ylabel(r"$\log_{10}$ trace Cov of the encoder gradient")

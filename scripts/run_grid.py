@@ -22,10 +22,9 @@ import json
 import pathlib
 import statistics
 
-from absl import app, flags
-
 import formatting
 import launch
+from absl import app, flags
 
 _CONFIG = flags.DEFINE_string("config", None, "Config file.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the table.", required=True)
@@ -33,13 +32,15 @@ _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], 
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds.")
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every run.")
 _SWEEP = flags.DEFINE_multi_string(
-    "sweep", [], "FIELD=V1,V2,... : extra grid axes (e.g. tau=0.01,0.1 or learning_rate=0.1,0.5)."
+  "sweep", [], "FIELD=V1,V2,... : extra grid axes (e.g. tau=0.01,0.1 or learning_rate=0.1,0.5)."
 )
 _METRICS = flags.DEFINE_list("metrics", ["valid_nll", "test_nll"], "results.json keys to tabulate.")
 _JOBS = flags.DEFINE_integer("jobs", 1, "Runs at a time.")
 _SELECT_BY = flags.DEFINE_string(
-    "select_by", "", "If set (e.g. valid_accuracy), also tabulate, per estimator, the sweep"
-    " setting with the best mean of this metric (model selection on validation)."
+  "select_by",
+  "",
+  "If set (e.g. valid_accuracy), also tabulate, per estimator, the sweep"
+  " setting with the best mean of this metric (model selection on validation).",
 )
 _SELECT_MODE = flags.DEFINE_enum("select_mode", "max", ["max", "min"], "Best = max or min.")
 
@@ -69,7 +70,13 @@ def main(argv):
     for estimator, *values in itertools.product(_ESTIMATORS.value, *[v for _, v in program_sweeps]):
       setting = tuple(f"{name}={value}" for (name, _), value in zip(program_sweeps, values))
       name = "_".join([estimator, *setting])
-      overrides = [*_SET.value, f"estimator={estimator}", *setting, "population.search=lists", *population_lists]
+      overrides = [
+        *_SET.value,
+        f"estimator={estimator}",
+        *setting,
+        "population.search=lists",
+        *population_lists,
+      ]
       jobs[(estimator, setting)] = pool.submit(_run, out / name, overrides)
   rows = {}
   for (estimator, setting), job in jobs.items():
@@ -78,10 +85,10 @@ def main(argv):
       rows.setdefault((estimator, setting + data_setting), []).append(member)
   table = []
   lines = [
-      f"config: {_CONFIG.value}; overrides: {' '.join(_SET.value) or '-'}",
-      "",
-      "| estimator | setting | seeds | " + " | ".join(_METRICS.value) + " |",
-      "|---|---|---|" + "---|" * len(_METRICS.value),
+    f"config: {_CONFIG.value}; overrides: {' '.join(_SET.value) or '-'}",
+    "",
+    "| estimator | setting | seeds | " + " | ".join(_METRICS.value) + " |",
+    "|---|---|---|" + "---|" * len(_METRICS.value),
   ]
   for (estimator, setting), results in rows.items():
     entry = {"estimator": estimator, "setting": list(setting), "seeds": len(results)}
@@ -93,21 +100,27 @@ def main(argv):
       entry[metric] = {"mean": mean, "std": std, "values": values}
       cells.append(formatting.spread(values))
     table.append(entry)
-    lines.append(f"| {estimator} | {' '.join(setting) or '-'} | {formatting.seeds(len(results))} | "
-                 + " | ".join(cells) + " |")
+    lines.append(
+      f"| {estimator} | {' '.join(setting) or '-'} | {formatting.seeds(len(results))} | "
+      + " | ".join(cells)
+      + " |"
+    )
   if _SELECT_BY.value:
     choose = max if _SELECT_MODE.value == "max" else min
     lines += ["", f"selected per estimator by mean {_SELECT_BY.value} ({_SELECT_MODE.value}):", ""]
     lines += lines[2:4]
     for estimator in _ESTIMATORS.value:
       best = choose(
-          (e for e in table if e["estimator"] == estimator),
-          key=lambda e: e[_SELECT_BY.value]["mean"],
+        (e for e in table if e["estimator"] == estimator),
+        key=lambda e: e[_SELECT_BY.value]["mean"],
       )
       best["selected"] = True
       cells = [formatting.spread(best[m]["values"], 4) for m in _METRICS.value]
-      lines.append(f"| {estimator} | {' '.join(best['setting']) or '-'} | {formatting.seeds(best['seeds'])} | "
-                   + " | ".join(cells) + " |")
+      lines.append(
+        f"| {estimator} | {' '.join(best['setting']) or '-'} | {formatting.seeds(best['seeds'])} | "
+        + " | ".join(cells)
+        + " |"
+      )
   (out / "table.json").write_text(json.dumps(table, indent=2) + "\n")
   (out / "table.md").write_text("\n".join(lines) + "\n")
   print("\n".join(lines))

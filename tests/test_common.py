@@ -31,7 +31,9 @@ def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
   template = {"w": jnp.zeros(3), "step": jnp.asarray(0)}
   for step in (1, 2, 3):
     checkpointer.save(step, {"w": jnp.full(3, float(step)), "step": jnp.asarray(step)})
-  checkpointer.save(3, {"w": jnp.full(3, -1.0), "step": jnp.asarray(-1)})  # same step: kept as it was
+  checkpointer.save(
+    3, {"w": jnp.full(3, -1.0), "step": jnp.asarray(-1)}
+  )  # same step: kept as it was
   assert checkpointer.all_steps() == [2, 3] and checkpointer.latest_step() == 3
   restored = checkpointer.restore(3, template)
   np.testing.assert_array_equal(restored["w"], [3.0, 3.0, 3.0])
@@ -43,12 +45,17 @@ def test_a_full_disk_while_saving_is_one_oserror_naming_the_space(tmp_path, monk
   checkpointer.save(1, {"w": jnp.zeros(1000)})
 
   def full_disk(*args, **kwargs):  # what orbax raises when tensorstore meets ENOSPC
-    raise ValueError('RESOURCE_EXHAUSTED: Error writing "w/0": Failed to write 4000 bytes to file 25: No space'
-                     " left on device [os_error_code='28']")
+    raise ValueError(
+      'RESOURCE_EXHAUSTED: Error writing "w/0": Failed to write 4000 bytes to file 25: No space'
+      " left on device [os_error_code='28']"
+    )
 
   monkeypatch.setattr(checkpointer._manager, "save", full_disk)
-  with pytest.raises(OSError, match=r"saving the checkpoint of step 2: a checkpoint needs about 0.0 MiB, .* MiB are"
-                     r" free") as raised:
+  with pytest.raises(
+    OSError,
+    match=r"saving the checkpoint of step 2: a checkpoint needs about 0.0 MiB, .* MiB are"
+    r" free",
+  ) as raised:
     checkpointer.save(2, {"w": jnp.zeros(1000)})
   assert raised.value.errno == errno.ENOSPC and raised.value.filename is None
   assert checkpointer.all_steps() == [1]
@@ -60,8 +67,11 @@ def test_only_closed_event_loop_noise_is_dropped(monkeypatch):
   monkeypatch.setattr(sys, "unraisablehook", seen.append)
   common._drop_closed_event_loop_noise()
   hook = sys.unraisablehook
-  for error in (RuntimeError("Event loop is closed"), ImportError("sys.meta_path is None, Python is likely shutting"
-                                                                  " down"), RuntimeError("something else")):
+  for error in (
+    RuntimeError("Event loop is closed"),
+    ImportError("sys.meta_path is None, Python is likely shutting down"),
+    RuntimeError("something else"),
+  ):
     hook(types.SimpleNamespace(exc_type=type(error), exc_value=error))
   assert [str(u.exc_value) for u in seen] == ["something else"]
 
@@ -86,29 +96,35 @@ def test_tau_schedule_exponential_decay_to_a_floor():
     expected = max(0.3, math.exp(-0.01 * 10 * (step // 10)))
     assert float(schedule(1.0, step)) == pytest.approx(expected, rel=1e-6)
     # tau is data: a member with another tau decays from its own.
-    assert float(schedule(0.5, step)) == pytest.approx(max(0.3, 0.5 * math.exp(-0.01 * 10 * (step // 10))), rel=1e-6)
+    assert float(schedule(0.5, step)) == pytest.approx(
+      max(0.3, 0.5 * math.exp(-0.01 * 10 * (step // 10))), rel=1e-6
+    )
   config.tau_schedule = "constant"
   assert float(common.tau_schedule(config)(1.0, 10_000)) == 1.0
 
 
 @pytest.mark.parametrize(
-    "name, straight_through_only, num_categories, ok",
-    [
-        ("zgr", True, None, True),
-        ("gr_qmc50", True, None, True),
-        ("gs", True, None, False),
-        ("reinforce", True, None, False),
-        ("gr_exact", False, 2, True),
-        ("gr_exact", False, 16, False),
-    ],
+  "name, straight_through_only, num_categories, ok",
+  [
+    ("zgr", True, None, True),
+    ("gr_qmc50", True, None, True),
+    ("gs", True, None, False),
+    ("reinforce", True, None, False),
+    ("gr_exact", False, 2, True),
+    ("gr_exact", False, 16, False),
+  ],
 )
 def test_check_estimator_by_family(name, straight_through_only, num_categories, ok):
   config = ConfigDict({"estimator": name})
   if ok:
-    common.check_estimator(config, straight_through_only=straight_through_only, num_categories=num_categories)
+    common.check_estimator(
+      config, straight_through_only=straight_through_only, num_categories=num_categories
+    )
   else:
     with pytest.raises(common.ConfigError, match="config.estimator"):
-      common.check_estimator(config, straight_through_only=straight_through_only, num_categories=num_categories)
+      common.check_estimator(
+        config, straight_through_only=straight_through_only, num_categories=num_categories
+      )
 
 
 def test_prepare_workdir_allows_safe_changes_only(tmp_path):

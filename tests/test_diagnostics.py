@@ -24,12 +24,15 @@ def test_moments_match_a_gaussian_with_known_covariance():
   chol = jnp.asarray(np.tril(rng.normal(size=(5, 5))), jnp.float32)
   cov = np.asarray(chol) @ np.asarray(chol).T
   r = 20_000
-  stats = jax.jit(lambda k: diagnostics.gradient_stats(_gaussian_draws(mean, chol), k, r, chunk_size=500))(
-      jax.random.key(1))
+  stats = jax.jit(
+    lambda k: diagnostics.gradient_stats(_gaussian_draws(mean, chol), k, r, chunk_size=500)
+  )(jax.random.key(1))
   # mean: per-coordinate SE sqrt(Sigma_ii / R)
   np.testing.assert_array_less(np.abs(stats.mean["a"] - mean), Z * np.sqrt(np.diag(cov) / r))
   # per-coordinate variance: SE of a Gaussian sample variance is Sigma_ii sqrt(2 / (R - 1))
-  np.testing.assert_array_less(np.abs(stats.variance["a"] - np.diag(cov)), Z * np.diag(cov) * np.sqrt(2 / (r - 1)))
+  np.testing.assert_array_less(
+    np.abs(stats.variance["a"] - np.diag(cov)), Z * np.diag(cov) * np.sqrt(2 / (r - 1))
+  )
   # trace: Var(sum of sample variances) = 2 tr(Sigma^2) / (R - 1)
   trace_se = np.sqrt(2 * np.trace(cov @ cov) / (r - 1))
   assert abs(float(stats.trace_variance) - np.trace(cov)) < Z * trace_se
@@ -76,14 +79,18 @@ def test_exact_gradient_by_enumeration_matches_analytic():
   jac = lambda q: jnp.diag(q) - jnp.outer(q, q)  # d softmax / d logits
   expected = jnp.stack([jac(p[0]) @ a * (p[1] @ b), jac(p[1]) @ b * (p[0] @ a), jac(p[2]) @ w])
   np.testing.assert_allclose(diagnostics.exact_gradient(f, logits), expected, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(diagnostics.exact_expectation(f, logits), (p[0] @ a) * (p[1] @ b) + p[2] @ w, rtol=1e-5)
+  np.testing.assert_allclose(
+    diagnostics.exact_expectation(f, logits), (p[0] @ a) * (p[1] @ b) + p[2] @ w, rtol=1e-5
+  )
   with pytest.raises(ValueError, match="reference_gradient"):
     diagnostics.enumerate_one_hot(30, 16)
 
 
 # The small problem of test_estimators.py: n = 4, f(D) = D^T A D.
 LOGITS = jnp.array([0.6, -0.4, 1.1, 0.0])
-A = jnp.array([[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]])
+A = jnp.array(
+  [[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]]
+)
 TAU = 0.5
 
 
@@ -108,7 +115,9 @@ def test_reinforce_reference_agrees_with_exact_gradient():
 
 def _draws(fn, key, num, **kw):
   def one(k):
-    grad, d = jax.grad(lambda t: (lambda s: (_loss(s), s))(fn(k, t, tau=TAU, **kw)), has_aux=True)(LOGITS)
+    grad, d = jax.grad(lambda t: (lambda s: (_loss(s), s))(fn(k, t, tau=TAU, **kw)), has_aux=True)(
+      LOGITS
+    )
     return grad, jnp.argmax(d)
 
   grads, samples = jax.jit(jax.vmap(one))(jax.random.split(key, num))

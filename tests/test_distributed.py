@@ -1,4 +1,5 @@
-"""Multi-process populations through the real CLI: two processes on 127.0.0.1, JAX's runtime over gloo.
+"""Multi-process populations through the real CLI: two processes on 127.0.0.1, JAX's runtime over
+gloo.
 
 Each test starts the processes the way the README documents (GR_JAX_DISTRIBUTED=1 and
 JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID), each with one CPU device, so
@@ -33,19 +34,47 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _start(config: str, workdir, *overrides: str, num_processes: int = 2, port: int | None = None,
-           process_ids=None, environment=None) -> list[subprocess.Popen]:
-  """The job's processes (each in its own session, so that a test can kill one with its children)."""
+def _start(
+  config: str,
+  workdir,
+  *overrides: str,
+  num_processes: int = 2,
+  port: int | None = None,
+  process_ids=None,
+  environment=None,
+) -> list[subprocess.Popen]:
+  """The job's processes (each in its own session: a test can kill one with its children)."""
   port = port or _free_port()
-  command = [sys.executable, "-m", "experiments.main", f"--config={ROOT / config}", f"--workdir={workdir}"]
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.main",
+    f"--config={ROOT / config}",
+    f"--workdir={workdir}",
+  ]
   command += [f"--config.{o}" for o in overrides]
   processes = []
   for i in range(num_processes) if process_ids is None else process_ids:
-    env = {**os.environ, "GR_JAX_DISTRIBUTED": "1", "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
-           "JAX_NUM_PROCESSES": str(num_processes), "JAX_PROCESS_ID": str(i),
-           "GR_JAX_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S), **(environment or {})}
-    processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      text=True, start_new_session=True))
+    env = {
+      **os.environ,
+      "GR_JAX_DISTRIBUTED": "1",
+      "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+      "JAX_NUM_PROCESSES": str(num_processes),
+      "JAX_PROCESS_ID": str(i),
+      "GR_JAX_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S),
+      **(environment or {}),
+    }
+    processes.append(
+      subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+      )
+    )
   return processes
 
 
@@ -72,7 +101,8 @@ def _run_job(config: str, workdir, *overrides: str) -> list[str]:
 
 
 def _outputs(workdir) -> tuple[list[dict], dict]:
-  """metrics.jsonl's records and results.json less what differs by machine (timings, device, shards)."""
+  """metrics.jsonl's records and results.json less what differs by machine (timings, device,
+  shards)."""
   records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   results = json.loads((workdir / "results.json").read_text())
   for name in ("device", "training_wall_time_s", "training_wall_time_steps", "final_eval_seconds"):
@@ -92,8 +122,19 @@ def _kill(process: subprocess.Popen) -> None:
   process.wait()
 
 
-VAE = ("configs/vae_16ary.py", *VAE_TINY, "population.size=4", "estimator=st_gs", "variance_every=0", "mse_every=0",
-       "eval_every=0", "num_steps=600", "steps_per_call=100", "log_every=100", "checkpoint_every=100")
+VAE = (
+  "configs/vae_16ary.py",
+  *VAE_TINY,
+  "population.size=4",
+  "estimator=st_gs",
+  "variance_every=0",
+  "mse_every=0",
+  "eval_every=0",
+  "num_steps=600",
+  "steps_per_call=100",
+  "log_every=100",
+  "checkpoint_every=100",
+)
 
 
 def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_kills(tmp_path):
@@ -109,15 +150,21 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   _wait_for(job / "checkpoints" / "400", processes)
   lost_at = time.monotonic()
   _kill(processes[1])
-  (code, stderr), = _finish(processes[:1], timeout=120)
+  ((code, stderr),) = _finish(processes[:1], timeout=120)
   stopped_after = time.monotonic() - lost_at
   last = stderr.strip().splitlines()[-1]
   assert code == 1 and "Traceback" not in stderr and "Check failure" not in stderr
-  assert last.startswith("error: process 0 of 2 stopped: process 1 ") and "resume from its last checkpoint" in last
+  assert (
+    last.startswith("error: process 0 of 2 stopped: process 1 ")
+    and "resume from its last checkpoint" in last
+  )
   assert stopped_after < HEARTBEAT_TIMEOUT_S + 30
   # Resumed again to the end: the same numbers as the uninterrupted one-process run.
   zero, one = _run_job(*VAE[:1], job, *VAE[1:])
-  assert "resumed from the checkpoint at step 400" in zero or "resumed from the checkpoint at step 500" in zero
+  assert (
+    "resumed from the checkpoint at step 400" in zero
+    or "resumed from the checkpoint at step 500" in zero
+  )
   assert "step 600/600" in zero and "step 600/600" not in one  # process 0 alone logs the progress
   assert _outputs(job) == _outputs(tmp_path / "one")
   assert sorted(p.name for p in job.iterdir() if p.name.startswith(".lock")) == []
@@ -144,8 +191,10 @@ def _one_line_each(results: list[tuple[int, str]], expected: str) -> None:
 def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
   tiny = ("configs/vae_16ary.py", *VAE_TINY, "num_steps=2")
   # Members that do not divide over the job's devices.
-  _one_line_each(_finish(_start(*tiny[:1], tmp_path / "a", *tiny[1:], "population.size=3")),
-                 "this job's 3 members do not divide evenly over its 2 devices")
+  _one_line_each(
+    _finish(_start(*tiny[:1], tmp_path / "a", *tiny[1:], "population.size=3")),
+    "this job's 3 members do not divide evenly over its 2 devices",
+  )
   # A process started with another config.
   port = _free_port()
   processes = _start(*tiny[:1], tmp_path / "b", *tiny[1:], port=port, process_ids=[0])
@@ -153,7 +202,15 @@ def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
   _one_line_each(_finish(processes), "other configs than process 0's (process 1: tau (0.5 vs 0.7))")
   # A coordinator that nobody starts: process 1 alone gives up after GR_JAX_INIT_TIMEOUT_S.
   started = time.monotonic()
-  alone = _finish(_start(*tiny[:1], tmp_path / "c", *tiny[1:], process_ids=[1], environment={
-      "GR_JAX_INIT_TIMEOUT_S": "5"}), timeout=120)
+  alone = _finish(
+    _start(
+      *tiny[:1],
+      tmp_path / "c",
+      *tiny[1:],
+      process_ids=[1],
+      environment={"GR_JAX_INIT_TIMEOUT_S": "5"},
+    ),
+    timeout=120,
+  )
   _one_line_each(alone, "the job did not come together within GR_JAX_INIT_TIMEOUT_S = 5 s")
   assert time.monotonic() - started < 60

@@ -12,7 +12,9 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 def _anchors(page: pathlib.Path) -> set[str]:
   """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
-  headings = [line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")]
+  headings = [
+    line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")
+  ]
   return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
 
 

@@ -12,19 +12,19 @@ SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "list
 
 
 @pytest.mark.parametrize(
-    "tokens,value",
-    [
-        ("[MIN 6 3 5 0 ]", 0),
-        ("[MAX 6 3 5 0 ]", 6),
-        ("[MED 6 3 5 ]", 5),
-        ("[MED 1 2 3 8 ]", 2),  # even count: int(2.5) = 2
-        ("[MED 1 4 ]", 2),  # int(2.5)
-        ("[MED 7 9 ]", 8),
-        ("[SM 6 5 9 0 ]", 0),  # 20 mod 10
-        ("[SM 9 9 ]", 8),
-        ("[MAX 2 [MIN 8 3 ] [SM 4 7 ] ]", 3),
-        ("7", 7),
-    ],
+  "tokens,value",
+  [
+    ("[MIN 6 3 5 0 ]", 0),
+    ("[MAX 6 3 5 0 ]", 6),
+    ("[MED 6 3 5 ]", 5),
+    ("[MED 1 2 3 8 ]", 2),  # even count: int(2.5) = 2
+    ("[MED 1 4 ]", 2),  # int(2.5)
+    ("[MED 7 9 ]", 8),
+    ("[SM 6 5 9 0 ]", 0),  # 20 mod 10
+    ("[SM 9 9 ]", 8),
+    ("[MAX 2 [MIN 8 3 ] [SM 4 7 ] ]", 3),
+    ("7", 7),
+  ],
 )
 def test_semantics_hand_checked(tokens, value):
   assert listops.evaluate_tokens(tokens.split()) == value
@@ -72,9 +72,9 @@ def test_generator_respects_depth_cap_and_arity():
 def test_generate_is_deduplicated_seeded_and_excludes():
   lines = listops.generate(500, seed=3)
   assert len(set(lines)) == 500 and lines == listops.generate(500, seed=3)
-  expressions = {l.split("\t")[1] for l in lines}
+  expressions = {line.split("\t")[1] for line in lines}
   again = listops.generate(500, seed=4, exclude=expressions)
-  assert not expressions & {l.split("\t")[1] for l in again}
+  assert not expressions & {line.split("\t")[1] for line in again}
   for line in lines:
     example = listops.parse_line(line)
     assert listops.evaluate_tokens(example.tokens) == example.label
@@ -88,7 +88,9 @@ def test_generated_length_statistics_match_the_release():
   the statistics are those of a release-sized set (90k lines).
   """
   n, n_test = 90_000, 10_000
-  stats = listops.length_statistics([listops.parse_line(l) for l in listops.generate(n, seed=1)])
+  stats = listops.length_statistics(
+    [listops.parse_line(line) for line in listops.generate(n, seed=1)]
+  )
   for threshold, expected in ((10, 0.353), (25, 0.648), (50, 0.797)):
     # 5 standard errors of the difference of two binomial proportions (90k vs the 10k test file).
     se = np.sqrt(expected * (1 - expected) * (1 / n + 1 / n_test))
@@ -107,21 +109,21 @@ def test_encode_pads_and_masks():
 
 
 @pytest.mark.parametrize(
-    "line, what",
-    [
-        ("3 [MAX 3 1 ]", "one tab"),
-        ("3\t[MAX 3 1 ]\textra", "one tab"),
-        ("x\t[MAX 3 1 ]", "label must be an integer in 0..9, got 'x'"),
-        ("12\t[MAX 3 1 ]", "label must be an integer in 0..9, got '12'"),
-        ("-1\t[MAX 3 1 ]", "label must be an integer in 0..9, got '-1'"),
-        ("3\t[MAX 3 one ]", "unknown tokens ['one']"),
-        ("3\t( ( ) )", "the expression is empty"),
-        ("3\t[MAX 3 1", "malformed: 1 operator(s) not closed"),
-        ("3\t[MAX 3 1 ] ]", "malformed: a ']' closes no operator"),
-        ("3\t[MAX ]", "malformed: an operator has no arguments"),
-        ("3\t3 4", "malformed: 2 top-level expressions"),
-        ("4\t[MAX 3 1 ]", "the label 4 disagrees with the expression's value 3"),
-    ],
+  "line, what",
+  [
+    ("3 [MAX 3 1 ]", "one tab"),
+    ("3\t[MAX 3 1 ]\textra", "one tab"),
+    ("x\t[MAX 3 1 ]", "label must be an integer in 0..9, got 'x'"),
+    ("12\t[MAX 3 1 ]", "label must be an integer in 0..9, got '12'"),
+    ("-1\t[MAX 3 1 ]", "label must be an integer in 0..9, got '-1'"),
+    ("3\t[MAX 3 one ]", "unknown tokens ['one']"),
+    ("3\t( ( ) )", "the expression is empty"),
+    ("3\t[MAX 3 1", "malformed: 1 operator(s) not closed"),
+    ("3\t[MAX 3 1 ] ]", "malformed: a ']' closes no operator"),
+    ("3\t[MAX ]", "malformed: an operator has no arguments"),
+    ("3\t3 4", "malformed: 2 top-level expressions"),
+    ("4\t[MAX 3 1 ]", "the label 4 disagrees with the expression's value 3"),
+  ],
 )
 def test_bad_lines_name_the_file_the_line_and_the_problem(tmp_path, line, what):
   path = tmp_path / "bad.tsv"

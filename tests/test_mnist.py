@@ -14,7 +14,9 @@ from gr_jax.data import InvalidDataError, mnist
 
 
 def _fake_splits(rng):
-  return {s: (rng.random((n, 784)) < 0.2).astype(np.uint8) for s, n in zip(mnist.SPLITS, (30, 10, 10))}
+  return {
+    s: (rng.random((n, 784)) < 0.2).astype(np.uint8) for s, n in zip(mnist.SPLITS, (30, 10, 10))
+  }
 
 
 def test_loads_npz(tmp_path):
@@ -44,7 +46,12 @@ def test_missing_data_error_says_where_and_how(tmp_path):
 
 
 def test_bad_shape_is_rejected(tmp_path):
-  np.savez(tmp_path / mnist.NPZ_NAME, train=np.zeros((3, 10)), valid=np.zeros((3, 10)), test=np.zeros((3, 10)))
+  np.savez(
+    tmp_path / mnist.NPZ_NAME,
+    train=np.zeros((3, 10)),
+    valid=np.zeros((3, 10)),
+    test=np.zeros((3, 10)),
+  )
   with pytest.raises(ValueError, match="784"):
     mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")
 
@@ -54,7 +61,9 @@ def test_synthetic():
   assert data["train"].shape == (200, 784) and set(np.unique(data["train"])) == {0, 1}
 
 
-@pytest.mark.parametrize("bad_value, dtype", [(0.5, np.float32), (0.9, np.float64), (2, np.uint8), (-1, np.int32)])
+@pytest.mark.parametrize(
+  "bad_value, dtype", [(0.5, np.float32), (0.9, np.float64), (2, np.uint8), (-1, np.int32)]
+)
 def test_non_binary_pixels_are_rejected_naming_file_split_and_value(tmp_path, bad_value, dtype):
   """A cast to uint8 would turn 0.5 into 0 and train on blank images without a word."""
   splits = {s: images.astype(dtype) for s, images in _fake_splits(np.random.default_rng(2)).items()}
@@ -70,7 +79,9 @@ def test_non_binary_pixels_are_rejected_naming_file_split_and_value(tmp_path, ba
 def test_non_binary_amat_is_rejected(tmp_path):
   splits = _fake_splits(np.random.default_rng(3))
   for s, images in splits.items():
-    np.savetxt(tmp_path / f"binarized_mnist_{s}.amat", images * (0.5 if s == "test" else 1.0), fmt="%g")
+    np.savetxt(
+      tmp_path / f"binarized_mnist_{s}.amat", images * (0.5 if s == "test" else 1.0), fmt="%g"
+    )
   with pytest.raises(mnist.InvalidDataError, match="binarized_mnist_test.amat.*exactly 0 or 1"):
     mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")
 
@@ -103,27 +114,37 @@ def test_download_verifies_caches_and_says_so(tmp_path, http_server, monkeypatch
   served, base = http_server
   splits = _fake_splits(np.random.default_rng(4))
   _serve_amat(served, splits)
-  monkeypatch.setattr(mnist, "EXPECTED", {s: (len(x), mnist.rows_digest(x)) for s, x in splits.items()})
+  monkeypatch.setattr(
+    mnist, "EXPECTED", {s: (len(x), mnist.rows_digest(x)) for s, x in splits.items()}
+  )
   url = base + "/binarized_mnist_{split}.amat"
   with caplog.at_level("INFO"):
     data = mnist.load(None, cache_dir=tmp_path / "cache", download=True, url=url)
   for s in mnist.SPLITS:
     np.testing.assert_array_equal(data[s], splits[s])
-  assert any("downloaded into" in r.getMessage() and "verified" in r.getMessage() for r in caplog.records)
+  assert any(
+    "downloaded into" in r.getMessage() and "verified" in r.getMessage() for r in caplog.records
+  )
   for f in served.iterdir():  # the next load reads the cache, not the network
     f.unlink()
   again = mnist.load(None, cache_dir=tmp_path / "cache", download=True, url=url)
   np.testing.assert_array_equal(again["test"], splits["test"])
 
 
-def test_download_that_fails_its_checksum_is_rejected_and_deleted(tmp_path, http_server, monkeypatch):
+def test_download_that_fails_its_checksum_is_rejected_and_deleted(
+  tmp_path, http_server, monkeypatch
+):
   served, base = http_server
   splits = _fake_splits(np.random.default_rng(5))
-  monkeypatch.setattr(mnist, "EXPECTED", {s: (len(x), mnist.rows_digest(x)) for s, x in splits.items()})
+  monkeypatch.setattr(
+    mnist, "EXPECTED", {s: (len(x), mnist.rows_digest(x)) for s, x in splits.items()}
+  )
   splits["valid"][0, 0] ^= 1  # one flipped pixel on the server
   _serve_amat(served, splits)
   with pytest.raises(mnist.InvalidDataError, match="split 'valid' fails its checksum"):
-    mnist.load(None, cache_dir=tmp_path / "cache", download=True, url=base + "/binarized_mnist_{split}.amat")
+    mnist.load(
+      None, cache_dir=tmp_path / "cache", download=True, url=base + "/binarized_mnist_{split}.amat"
+    )
   assert not list((tmp_path / "cache").glob("*.amat"))  # a later try downloads again
 
 
@@ -133,8 +154,12 @@ def test_offline_download_is_one_clear_error(tmp_path, monkeypatch):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
   with pytest.raises(mnist.DataNotFoundError) as info:
-    mnist.load(str(tmp_path / "none"), cache_dir=tmp_path / "cache", download=True,
-               url=f"http://127.0.0.1:{port}/binarized_mnist_{{split}}.amat")
+    mnist.load(
+      str(tmp_path / "none"),
+      cache_dir=tmp_path / "cache",
+      download=True,
+      url=f"http://127.0.0.1:{port}/binarized_mnist_{{split}}.amat",
+    )
   message = str(info.value)
   assert "\n" not in message and "the download failed" in message and "GR_JAX_DATA" in message
   assert str(tmp_path / "none") in message and str(tmp_path / "cache") in message
@@ -151,7 +176,9 @@ def test_data_root_from_the_environment(tmp_path, monkeypatch):
 
 def test_expected_checksums_match_the_shared_copy():
   """The digests in EXPECTED are those of the real data, when it is on this machine."""
-  path = pathlib.Path(__file__).resolve().parents[2] / "shared/data/binarized_mnist" / mnist.NPZ_NAME
+  path = (
+    pathlib.Path(__file__).resolve().parents[2] / "shared/data/binarized_mnist" / mnist.NPZ_NAME
+  )
   if not path.is_file():
     pytest.skip(f"{path} is not on this machine (it is not part of the repository)")
   data = np.load(path)
@@ -169,7 +196,12 @@ def test_a_bad_npz_container_is_one_error_naming_the_file(tmp_path, damage):
     np.savez(path, **splits)
     path.write_bytes(path.read_bytes()[:300])
   else:
-    np.savez(path, train=np.array([{"a": 1}], dtype=object), valid=np.zeros((2, 784)), test=np.zeros((2, 784)))
+    np.savez(
+      path,
+      train=np.array([{"a": 1}], dtype=object),
+      valid=np.zeros((2, 784)),
+      test=np.zeros((2, 784)),
+    )
   with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(path))} is not a readable npz"):
     mnist.load(str(tmp_path), download=False)
 
@@ -183,14 +215,20 @@ def test_an_empty_data_dir_that_falls_back_says_so(tmp_path, monkeypatch, caplog
   with caplog.at_level("INFO"):
     mnist.load(str(tmp_path / "empty"), download=False)
   messages = [r.getMessage() for r in caplog.records]
-  assert f"data_dir {tmp_path / 'empty'} holds no binarized MNIST; using the copy in {root / 'binarized_mnist'}" in messages
+  assert (
+    f"data_dir {tmp_path / 'empty'} holds no binarized MNIST; using the copy in"
+    f" {root / 'binarized_mnist'}" in messages
+  )
   assert f"binarized MNIST loaded from {root / 'binarized_mnist'}" in messages
 
 
 def test_a_readable_npz_with_bad_pixels_keeps_its_own_message(tmp_path):
-  """The container check must not swallow the pixel and split checks' messages (InvalidDataError is a ValueError)."""
+  """The container check must not swallow the pixel and split checks' messages (InvalidDataError is
+  a ValueError)."""
   splits = {s: np.zeros((2, 784), np.uint8) for s in mnist.SPLITS}
   splits["train"][0, 0] = 2
   np.savez(tmp_path / mnist.NPZ_NAME, **splits)
-  with pytest.raises(InvalidDataError, match=rf"^{re.escape(str(tmp_path / mnist.NPZ_NAME))}, split 'train': pixels"):
+  with pytest.raises(
+    InvalidDataError, match=rf"^{re.escape(str(tmp_path / mnist.NPZ_NAME))}, split 'train': pixels"
+  ):
     mnist.load(str(tmp_path), download=False)

@@ -16,8 +16,11 @@ NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 def test_notebook_runs(name, monkeypatch):
   monkeypatch.delenv("GR_JAX_VAE_WORKDIR", raising=False)
   notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-  NotebookClient(notebook, timeout=600, kernel_name="python3",
-                 resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+  NotebookClient(
+    notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+  ).execute()
   outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
   assert not [o for o in outputs if o.output_type == "error"]
-  assert any(o.output_type == "display_data" and "image/png" in o.data for o in outputs)  # the plots
+  assert any(
+    o.output_type == "display_data" and "image/png" in o.data for o in outputs
+  )  # the plots

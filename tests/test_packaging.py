@@ -14,17 +14,45 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_wheel_holds_only_gr_jax(tmp_path):
-  subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-                  "-q", "-w", str(tmp_path)], check=True, timeout=300, cwd=tmp_path)
+  subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "pip",
+      "wheel",
+      str(ROOT),
+      "--no-deps",
+      "--no-build-isolation",
+      "-q",
+      "-w",
+      str(tmp_path),
+    ],
+    check=True,
+    timeout=300,
+    cwd=tmp_path,
+  )
   (wheel,) = tmp_path.glob("gr_jax-*.whl")
   names = zipfile.ZipFile(wheel).namelist()
-  assert {name.split("/")[0] for name in names} == {"gr_jax", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
+  assert {name.split("/")[0] for name in names} == {
+    "gr_jax",
+    wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
+  }
   assert "gr_jax/py.typed" in names and "gr_jax/estimators/__init__.py" in names
-  assert any(name.endswith(".dist-info/licenses/LICENSE") or name.endswith(".dist-info/LICENSE") for name in names), names
+  assert any(
+    name.endswith(".dist-info/licenses/LICENSE") or name.endswith(".dist-info/LICENSE")
+    for name in names
+  ), names
   # The wheel's library imports on its own (from the wheel, not the clone).
   code = "import gr_jax, gr_jax.estimators as e; print(e.get('gr_mc10').name, gr_jax.__file__)"
-  out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=300,
-                       cwd=tmp_path, env={"PYTHONPATH": str(wheel)}).stdout
+  out = subprocess.run(
+    [sys.executable, "-c", code],
+    check=True,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    cwd=tmp_path,
+    env={"PYTHONPATH": str(wheel)},
+  ).stdout
   assert out.startswith("gr_mc10 ") and str(wheel) in out
 
 

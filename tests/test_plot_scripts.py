@@ -15,14 +15,22 @@ pytestmark = pytest.mark.slow
 
 def _write_run(directory, estimator, tau, seed):
   directory.mkdir(parents=True)
-  (directory / "config.json").write_text(json.dumps({"estimator": estimator, "tau": tau, "seed": seed}))
+  (directory / "config.json").write_text(
+    json.dumps({"estimator": estimator, "tau": tau, "seed": seed})
+  )
   rng = np.random.default_rng(seed)
   lines = []
   for step in range(1000, 6000, 1000):
-    lines.append({"step": step, "split": "train", "log10_grad_variance": 3 - step / 1e4 + rng.normal(0, 0.05),
-                  "log10_grad_mse": 2 + tau + rng.normal(0, 0.05)})
+    lines.append(
+      {
+        "step": step,
+        "split": "train",
+        "log10_grad_variance": 3 - step / 1e4 + rng.normal(0, 0.05),
+        "log10_grad_mse": 2 + tau + rng.normal(0, 0.05),
+      }
+    )
     lines.append({"step": step, "split": "valid", "nll": 150 - step / 200 + rng.normal(0, 1)})
-  (directory / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+  (directory / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 @pytest.fixture(scope="module")
@@ -35,22 +43,33 @@ def runs(tmp_path_factory):
   return root
 
 
-@pytest.mark.parametrize("script,extra", [
+@pytest.mark.parametrize(
+  "script,extra",
+  [
     ("plot_variance.py", []),
     ("plot_mse_vs_tau.py", []),
     ("plot_convergence.py", ["--thresholds=145,140,130"]),
     ("plot_convergence.py", []),
-])
+  ],
+)
 def test_plot_script_writes_png(runs, tmp_path, script, extra):
   out = tmp_path / "figure.png"
-  subprocess.run([sys.executable, str(ROOT / "scripts" / script), f"--runs={runs}/*", f"--out={out}", *extra],
-                 check=True, capture_output=True, cwd=ROOT)
+  subprocess.run(
+    [sys.executable, str(ROOT / "scripts" / script), f"--runs={runs}/*", f"--out={out}", *extra],
+    check=True,
+    capture_output=True,
+    cwd=ROOT,
+  )
   assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
 def test_plot_script_says_when_nothing_matches(tmp_path):
-  result = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_variance.py"), f"--runs={tmp_path}/*"],
-                          capture_output=True, text=True, cwd=ROOT)
+  result = subprocess.run(
+    [sys.executable, str(ROOT / "scripts" / "plot_variance.py"), f"--runs={tmp_path}/*"],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+  )
   assert result.returncode != 0 and "no run directory" in result.stderr
 
 
@@ -60,21 +79,38 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   test accuracy (the earliest best validation) and its last evaluation."""
   run = tmp_path / "pop"
   run.mkdir()
-  config = {"estimator": "st_gs", "tau": 0.01, "seed": 0, "learning_rate": 0.1,
-            "population": {"learning_rate": [0.1, 0.5], "seed": [0, 1]}}
+  config = {
+    "estimator": "st_gs",
+    "tau": 0.01,
+    "seed": 0,
+    "learning_rate": 0.1,
+    "population": {"learning_rate": [0.1, 0.5], "seed": [0, 1]},
+  }
   (run / "config.json").write_text(json.dumps(config))
   lines = []
-  for step, valid, test in ((400, [0.5, 0.6, 0.4, 0.3], [0.55, 0.65, 0.45, 0.35]),
-                            (800, [0.5, 0.7, 0.4, 0.9], [0.60, 0.75, 0.40, 0.10])):
+  for step, valid, test in (
+    (400, [0.5, 0.6, 0.4, 0.3], [0.55, 0.65, 0.45, 0.35]),
+    (800, [0.5, 0.7, 0.4, 0.9], [0.60, 0.75, 0.40, 0.10]),
+  ):
     for member in range(4):
       loss = None if member == 3 and step == 800 else 1.0
       lines.append({"step": step - 300, "split": "train", "member": member, "loss": loss})
       lines.append({"step": step, "split": "valid", "member": member, "accuracy": valid[member]})
       lines.append({"step": step, "split": "test", "member": member, "accuracy": test[member]})
-  (run / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+  (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
   out, table = tmp_path / "members.png", tmp_path / "members.md"
-  subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_members.py"), f"--runs={run}", f"--out={out}",
-                  f"--table={table}"], check=True, capture_output=True, cwd=ROOT)
+  subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "scripts" / "plot_members.py"),
+      f"--runs={run}",
+      f"--out={out}",
+      f"--table={table}",
+    ],
+    check=True,
+    capture_output=True,
+    cwd=ROOT,
+  )
   assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   rows = table.read_text().splitlines()
   assert rows[4] == "| 0.1 | 65.0 ± 14.1 | 55.0, 75.0 | 60.0, 75.0 | -, - |"

@@ -45,18 +45,24 @@ def _config(**overrides):
   return config
 
 
-_DATA = (np.random.default_rng(0).random((60, 784)) < 0.3).astype(np.uint8)  # 3 batches of 20 per epoch
+_DATA = (np.random.default_rng(0).random((60, 784)) < 0.3).astype(
+  np.uint8
+)  # 3 batches of 20 per epoch
 
 
 def _trainer(config, num_steps=7):
   task = vae.VAETask(config, vae.validate(config))
   chosen = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
-  return population.Trainer(population.Task(task.init_member, task.train_step, _DATA, config.batch_size, num_steps),
-                            config, chosen)
+  return population.Trainer(
+    population.Task(task.init_member, task.train_step, _DATA, config.batch_size, num_steps),
+    config,
+    chosen,
+  )
 
 
 def _train(config, blocks=((1, 7),)):
-  """The trainer, its state and the last block's metrics after the blocks of steps (two epoch boundaries)."""
+  """The trainer, its state and the last block's metrics after the blocks of steps (two epoch
+  boundaries)."""
   trainer = _trainer(config)
   state = trainer.init_state()
   for first, count in blocks:
@@ -65,23 +71,31 @@ def _train(config, blocks=((1, 7),)):
 
 
 def _reference_params(config, num_steps=7):
-  """The single-run semantics, written out: a Python loop of optax SGD steps with the config's constants."""
+  """The single-run semantics, written out: a Python loop of optax SGD steps with the config's
+  constants."""
   task = vae.VAETask(config, vae.validate(config))
   key = jax.random.key(config.seed)
   hyper = {k: config[k] for k in vae.HYPERPARAMETERS}
   params = task.init_member(jax.random.fold_in(key, 0), hyper, config.seed)["params"]
-  optimizer = optax.chain(optax.add_decayed_weights(config.weight_decay),
-                          optax.sgd(config.learning_rate, momentum=config.momentum))
+  optimizer = optax.chain(
+    optax.add_decayed_weights(config.weight_decay),
+    optax.sgd(config.learning_rate, momentum=config.momentum),
+  )
   opt_state, baseline = optimizer.init(params), task.baseline.init()
   input_mean = jnp.zeros(784)  # center_inputs="running_average": used, then updated at rate 0.9
   per_epoch = len(_DATA) // config.batch_size
   for step in range(1, num_steps + 1):
     epoch, index = divmod(step - 1, per_epoch)
-    order = np.asarray(jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), len(_DATA)))
-    x = jnp.asarray(_DATA[order[index * config.batch_size:(index + 1) * config.batch_size]], jnp.float32)
+    order = np.asarray(
+      jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, 2), epoch), len(_DATA))
+    )
+    x = jnp.asarray(
+      _DATA[order[index * config.batch_size : (index + 1) * config.batch_size]], jnp.float32
+    )
     step_key = jax.random.fold_in(jax.random.fold_in(key, 1), step)
-    grads, (bound, _) = jax.grad(task.loss, has_aux=True)(params, x, step_key, baseline.mean, config.tau,
-                                                          input_mean)
+    grads, (bound, _) = jax.grad(task.loss, has_aux=True)(
+      params, x, step_key, baseline.mean, config.tau, input_mean
+    )
     input_mean = 0.9 * input_mean + 0.1 * x.mean(axis=0)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
@@ -100,23 +114,35 @@ def _member(params, i):
 
 @pytest.mark.parametrize("estimator", ["gr_mc10", "reinforce"])
 def test_size_one_population_equals_the_single_run_loop(estimator):
-  config = _config(estimator=estimator, learning_rate=3e-3, momentum=0.5, weight_decay=1e-3, tau=0.7, seed=3)
-  _, state, metrics = _train(config, blocks=((1, 4), (5, 3)))  # an epoch boundary inside a block, one between
+  config = _config(
+    estimator=estimator, learning_rate=3e-3, momentum=0.5, weight_decay=1e-3, tau=0.7, seed=3
+  )
+  _, state, metrics = _train(
+    config, blocks=((1, 4), (5, 3))
+  )  # an epoch boundary inside a block, one between
   _assert_close(_member(state["members"]["params"], 0), _reference_params(config))
   assert metrics["bound"].shape == (1, 3) and np.all(np.asarray(metrics["tau"]) == np.float32(0.7))
 
 
 @pytest.mark.parametrize("vectorize", ["map", "vmap"])
 def test_members_equal_the_runs_they_would_be_alone(vectorize):
-  config = _config(population_search="lists", population_learning_rate=(1e-3, 5e-3), population_tau=(0.3, 1.0),
-                   population_seed=(0, 7), population_vectorize=vectorize, estimator="st_gs")
+  config = _config(
+    population_search="lists",
+    population_learning_rate=(1e-3, 5e-3),
+    population_tau=(0.3, 1.0),
+    population_seed=(0, 7),
+    population_vectorize=vectorize,
+    estimator="st_gs",
+  )
   trainer, state, _ = _train(config)
   assert trainer.size == 8 and trainer.vectorize == vectorize
   for i in (0, 7):  # they differ in every listed field (a compile per alone run: two suffice)
     member = trainer.chosen[i]
     alone = _config(seed=member.seed, estimator="st_gs", **member.hyperparameters)
     _, alone_state, _ = _train(alone)
-    _assert_close(_member(state["members"]["params"], i), _member(alone_state["members"]["params"], 0))
+    _assert_close(
+      _member(state["members"]["params"], i), _member(alone_state["members"]["params"], 0)
+    )
 
 
 def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
@@ -129,17 +155,27 @@ def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
     blown_up = jnp.where((hyperparameters["learning_rate"] == 2.0) & (step == 3), jnp.inf, 1.0)
     return {"w": member["w"] * blown_up + 1.0}, {"loss": jnp.sum(member["w"])}
 
-  task = population.Task(lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5)
-  trainer = population.Trainer(task, config, population.members(config, vae.HYPERPARAMETERS, vae.paper_search))
+  task = population.Task(
+    lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5
+  )
+  trainer = population.Trainer(
+    task, config, population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  )
   state, _ = trainer.run_block(trainer.init_state(), 1, 5)
   assert np.asarray(state["alive"]).tolist() == [True, False]
   assert np.asarray(state["diverged_at"]).tolist() == [-1, 3]
-  np.testing.assert_array_equal(np.asarray(state["members"]["w"]), [[5.0] * 3, [2.0] * 3])  # after steps 1-2
+  np.testing.assert_array_equal(
+    np.asarray(state["members"]["w"]), [[5.0] * 3, [2.0] * 3]
+  )  # after steps 1-2
 
 
 def test_a_diverging_member_is_frozen_and_recorded_while_the_others_train():
-  config = _config(population_search="lists", population_learning_rate=(1e-3, 1e30), estimator="st_gs",
-                   activation="relu")  # tanh saturates: its outputs stay finite at any weights
+  config = _config(
+    population_search="lists",
+    population_learning_rate=(1e-3, 1e30),
+    estimator="st_gs",
+    activation="relu",
+  )  # tanh saturates: its outputs stay finite at any weights
   trainer, state, metrics = _train(config)
   alive, diverged_at = np.asarray(state["alive"]), np.asarray(state["diverged_at"])
   assert alive.tolist() == [True, False] and diverged_at[0] == -1 and 1 <= diverged_at[1] <= 7
@@ -157,46 +193,92 @@ def test_paper_searches_draw_only_from_the_papers_sets():
   lr = {m.hyperparameters["learning_rate"] for m in chosen}
   assert lr <= set(vae.PAPER_LEARNING_RATES) and len(lr) > 30
   assert {m.hyperparameters["weight_decay"] for m in chosen} == set(vae.PAPER_WEIGHT_DECAYS)
-  assert all(0 < m.hyperparameters["momentum"] < 1 and 0.1 <= m.hyperparameters["tau"] <= 1 for m in chosen)
+  assert all(
+    0 < m.hyperparameters["momentum"] < 1 and 0.1 <= m.hyperparameters["tau"] <= 1 for m in chosen
+  )
   # A job array's slices draw exactly what one job draws.
   config.population.num_shards, config.population.shard_index = 3, 2
   assert population.members(config, vae.HYPERPARAMETERS, vae.paper_search) == chosen[134:]
   grid = listops_L10.get_config()
   grid.population.search, grid.population.size = "paper", 30
   members = population.members(grid, listops.HYPERPARAMETERS, listops.paper_search)
-  assert [m.hyperparameters["learning_rate"] for m in members[:10]] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
-                                                                        0.9, 1.0]
+  assert [m.hyperparameters["learning_rate"] for m in members[:10]] == [
+    0.1,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    1.0,
+  ]
   assert sorted({(m.seed, m.hyperparameters["learning_rate"]) for m in members}) == sorted(
-      (s, lr) for s in (0, 1, 2) for lr in listops.PAPER_LEARNING_RATES)
+    (s, lr) for s in (0, 1, 2) for lr in listops.PAPER_LEARNING_RATES
+  )
 
 
 def test_selection_takes_the_best_finite_validation_member():
-  reports = [{"member": 0, "valid_nll": 100.0}, {"member": 1, "valid_nll": float("nan")},
-             {"member": 2, "valid_nll": 95.0}, {"member": 3, "valid_nll": None}]
+  reports = [
+    {"member": 0, "valid_nll": 100.0},
+    {"member": 1, "valid_nll": float("nan")},
+    {"member": 2, "valid_nll": 95.0},
+    {"member": 3, "valid_nll": None},
+  ]
   assert population.select(reports, "valid_nll", "min")["member"] == 2
   assert population.select(reports, "valid_nll", "max")["member"] == 0
   assert population.select(reports[1:2], "valid_nll", "min") is None
 
 
 @pytest.mark.parametrize(
-    "overrides, field",
-    [
-        ({"population_size": 0}, "population.size"),
-        ({"population_search": "grid"}, "population.search"),
-        ({"population_search": "lists"}, "population.search"),  # every list empty
-        ({"population_learning_rate": (0.1,)}, "population.learning_rate"),  # a list without search='lists'
-        ({"population_search": "lists", "population_learning_rate": (0.1, -1.0)}, "population.learning_rate"),
-        ({"population_search": "lists", "population_tau": (0.5, 1.0), "population_size": 3}, "population.size"),
-        ({"population_size": 4, "population_num_shards": 2, "population_shard_index": 2}, "population.shard_index"),
-        ({"population_size": 2, "population_num_shards": 3}, "population.num_shards"),
-        ({"population_vectorize": "pmap"}, "population.vectorize"),
-        ({"steps_per_call": 0}, "steps_per_call"),
-        ({"population_search": "paper", "population_size": 4, "tau_schedule": "exponential", "tau_min": 0.5},
-         "tau_min"),  # above a drawn tau
-        ({"tau_schedule": "exponential", "tau_min": 0.9}, "tau_min"),  # above the single run's tau (0.5)
-        ({"population_search": "lists", "population_tau": (0.8, 0.2), "tau_schedule": "exponential",
-          "tau_min": 0.3}, "tau_min"),  # above one listed tau
-    ],
+  "overrides, field",
+  [
+    ({"population_size": 0}, "population.size"),
+    ({"population_search": "grid"}, "population.search"),
+    ({"population_search": "lists"}, "population.search"),  # every list empty
+    (
+      {"population_learning_rate": (0.1,)},
+      "population.learning_rate",
+    ),  # a list without search='lists'
+    (
+      {"population_search": "lists", "population_learning_rate": (0.1, -1.0)},
+      "population.learning_rate",
+    ),
+    (
+      {"population_search": "lists", "population_tau": (0.5, 1.0), "population_size": 3},
+      "population.size",
+    ),
+    (
+      {"population_size": 4, "population_num_shards": 2, "population_shard_index": 2},
+      "population.shard_index",
+    ),
+    ({"population_size": 2, "population_num_shards": 3}, "population.num_shards"),
+    ({"population_vectorize": "pmap"}, "population.vectorize"),
+    ({"steps_per_call": 0}, "steps_per_call"),
+    (
+      {
+        "population_search": "paper",
+        "population_size": 4,
+        "tau_schedule": "exponential",
+        "tau_min": 0.5,
+      },
+      "tau_min",
+    ),  # above a drawn tau
+    (
+      {"tau_schedule": "exponential", "tau_min": 0.9},
+      "tau_min",
+    ),  # above the single run's tau (0.5)
+    (
+      {
+        "population_search": "lists",
+        "population_tau": (0.8, 0.2),
+        "tau_schedule": "exponential",
+        "tau_min": 0.3,
+      },
+      "tau_min",
+    ),  # above one listed tau
+  ],
 )
 def test_bad_population_configs_name_the_field(tmp_path, overrides, field):
   with pytest.raises(common.ConfigError, match=f"config\\.{field.replace('.', '[.]')}"):
@@ -232,32 +314,66 @@ print(json.dumps(out))
 
 def sharding_cases():
   return {
-      "population": _config(population_search="lists", population_learning_rate=(1e-3, 5e-3), population_seed=(0, 1),
-                            estimator="st_gs"),
-      "single": _config(learning_rate=5e-3),
+    "population": _config(
+      population_search="lists",
+      population_learning_rate=(1e-3, 5e-3),
+      population_seed=(0, 1),
+      estimator="st_gs",
+    ),
+    "single": _config(learning_rate=5e-3),
   }
 
 
 def test_sharded_over_four_devices_equals_one_device():
   """A population of 4 split over 4 (forced host) devices, and one member data-parallel over them,
   give one device's numbers; a population that does not divide evenly is refused in one line."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
-  result = subprocess.run([sys.executable, "-c", _SHARDED.format(root=str(ROOT))], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+  env = {
+    **os.environ,
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+    "JAX_PLATFORMS": "cpu",
+  }
+  result = subprocess.run(
+    [sys.executable, "-c", _SHARDED.format(root=str(ROOT))],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   sharded = json.loads(result.stdout.strip().splitlines()[-1])
   assert sharded["population_layout"] == [True, False] and sharded["single_layout"] == [False, True]
   for name, config in sharding_cases().items():
     _, state, _ = _train(config)
-    for mine, theirs in zip(jax.tree.leaves(state["members"]["params"]), sharded[name], strict=True):
-      np.testing.assert_allclose(np.asarray(mine), np.asarray(theirs, np.float32), rtol=RTOL, atol=ATOL)
-  assert sharded["uneven"].startswith("config.population.size: this job's 3 members do not divide evenly over its 4")
+    for mine, theirs in zip(
+      jax.tree.leaves(state["members"]["params"]), sharded[name], strict=True
+    ):
+      np.testing.assert_allclose(
+        np.asarray(mine), np.asarray(theirs, np.float32), rtol=RTOL, atol=ATOL
+      )
+  assert sharded["uneven"].startswith(
+    "config.population.size: this job's 3 members do not divide evenly over its 4"
+  )
 
 
-TINY_CLI = ("dataset=synthetic", "encoder_widths=(16,)", "decoder_widths=(16,)", "num_vars=6", "estimator=st_gs",
-            "checkpoint_every=2", "log_every=1", "eval_every=2", "variance_every=2", "variance_draws=4",
-            "num_eval_samples=10", "periodic_eval_samples=3", "eval_batch_size=25", "steps_per_call=3",
-            "population.search=paper", "population.size=3")
+TINY_CLI = (
+  "dataset=synthetic",
+  "encoder_widths=(16,)",
+  "decoder_widths=(16,)",
+  "num_vars=6",
+  "estimator=st_gs",
+  "checkpoint_every=2",
+  "log_every=1",
+  "eval_every=2",
+  "variance_every=2",
+  "variance_draws=4",
+  "num_eval_samples=10",
+  "periodic_eval_samples=3",
+  "eval_batch_size=25",
+  "steps_per_call=3",
+  "population.search=paper",
+  "population.size=3",
+)
 
 
 def test_population_resume_equals_uninterrupted_and_writes_members(tmp_path):
@@ -266,18 +382,30 @@ def test_population_resume_equals_uninterrupted_and_writes_members(tmp_path):
   run_main("configs/vae_16ary.py", parts, *TINY_CLI, "num_steps=4")
   second = run_main("configs/vae_16ary.py", parts, *TINY_CLI, "num_steps=6")
   assert "resumed from the checkpoint at step 4" in second.stderr
-  lines = lambda d: [l for l in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+  lines = lambda d: [
+    line for line in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in line
+  ]
   assert lines(whole) == lines(parts)
   results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
   assert results[0]["members"] == results[1]["members"]
   members = results[0]["members"]
   assert [m["member"] for m in members] == [0, 1, 2] and results[0]["population_size"] == 3
   for m in members:
-    assert {"learning_rate", "momentum", "weight_decay", "tau", "seed", "valid_nll", "test_nll",
-            "diverged_at_step"} <= set(m)
+    assert {
+      "learning_rate",
+      "momentum",
+      "weight_decay",
+      "tau",
+      "seed",
+      "valid_nll",
+      "test_nll",
+      "diverged_at_step",
+    } <= set(m)
   best = min(members, key=lambda m: m["valid_nll"])
-  assert results[0]["selected_member"] == best["member"] and results[0]["test_nll"] == best["test_nll"]
-  records = [json.loads(l) for l in lines(whole)]
+  assert (
+    results[0]["selected_member"] == best["member"] and results[0]["test_nll"] == best["test_nll"]
+  )
+  records = [json.loads(line) for line in lines(whole)]
   assert sorted({r["member"] for r in records}) == [0, 1, 2]
   summary = (whole / "summary.md").read_text().splitlines()
   assert summary[0].startswith("Run: estimator ")
@@ -289,20 +417,36 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   del whole
   shards = [tmp_path / f"shard{i}" for i in range(2)]
   for i, shard in enumerate(shards):
-    run_main("configs/vae_16ary.py", shard, *TINY_CLI, "num_steps=2", f"population.shard_index={i}",
-             "population.num_shards=2")
+    run_main(
+      "configs/vae_16ary.py",
+      shard,
+      *TINY_CLI,
+      "num_steps=2",
+      f"population.shard_index={i}",
+      "population.num_shards=2",
+    )
   merge = lambda out, *workdirs: subprocess.run(
-      [sys.executable, "scripts/merge_population.py", f"--out={out}", *map(str, workdirs)], cwd=ROOT,
-      capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    [sys.executable, "scripts/merge_population.py", f"--out={out}", *map(str, workdirs)],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env={**os.environ, "PYTHONPATH": str(ROOT)},
+  )
   assert merge(tmp_path / "merged", *shards).returncode == 0
   merged = json.loads((tmp_path / "merged" / "results.json").read_text())
   single = json.loads((tmp_path / "whole" / "results.json").read_text())
   assert [m["member"] for m in merged["members"]] == [0, 1, 2]
   for a, b in zip(merged["members"], single["members"]):
-    assert a["learning_rate"] == b["learning_rate"] and a["valid_nll"] == pytest.approx(b["valid_nll"], rel=1e-4)
+    assert a["learning_rate"] == b["learning_rate"] and a["valid_nll"] == pytest.approx(
+      b["valid_nll"], rel=1e-4
+    )
   assert merged["selected_member"] == single["selected_member"]
   partial = merge(tmp_path / "partial", shards[0])
-  assert partial.returncode != 0 and "do not cover the population" in partial.stderr.strip().splitlines()[-1]
+  assert (
+    partial.returncode != 0
+    and "do not cover the population" in partial.stderr.strip().splitlines()[-1]
+  )
   last_line = lambda result: result.stderr.strip().splitlines()[-1]
   # --out pointed at a slice (or any run's workdir) would overwrite its results.json.
   results_before = (shards[0] / "results.json").read_text()
@@ -314,44 +458,91 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   (shards[1] / "config.json").write_text(json.dumps({**config, "num_steps": 4}))
   stale = merge(tmp_path / "stale", *shards)
   assert stale.returncode != 0 and "Traceback" not in stale.stderr
-  assert last_line(stale).startswith(f"error: {shards[1] / 'results.json'} is stale: it reports steps=2 but the"
-                                     " slice's config asks for num_steps=4")
-  # A field a restart may change (log_every) may differ between slices; a damaged slice, no slice and an
+  assert last_line(stale).startswith(
+    f"error: {shards[1] / 'results.json'} is stale: it reports steps=2 but the"
+    " slice's config asks for num_steps=4"
+  )
+  # A field a restart may change (log_every) may differ between slices; a damaged slice, no slice
+  # and an
   # unwritable --out are one line each.
   (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
   assert merge(tmp_path / "safe", *shards).returncode == 0
   unwritable = merge(tmp_path / "safe" / "summary.md" / "x", *shards)
   (shards[1] / "results.json").write_text("{")
-  for result, expected in ((unwritable, "error: cannot write the merged"),
-                           (merge(tmp_path / "damaged", *shards), f"error: {shards[1] / 'results.json'} is damaged"),
-                           (merge(tmp_path / "none"), "error: give the workdirs")):
-    assert result.returncode != 0 and "Traceback" not in result.stderr and last_line(result).startswith(expected)
+  for result, expected in (
+    (unwritable, "error: cannot write the merged"),
+    (merge(tmp_path / "damaged", *shards), f"error: {shards[1] / 'results.json'} is damaged"),
+    (merge(tmp_path / "none"), "error: give the workdirs"),
+  ):
+    assert (
+      result.returncode != 0
+      and "Traceback" not in result.stderr
+      and last_line(result).startswith(expected)
+    )
 
 
 def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
-  command = [sys.executable, "scripts/run_grid.py", "--config=configs/listops_L10.py", f"--out={tmp_path}",
-             "--estimators=st_gs", "--seeds=0,1", "--sweep=learning_rate=0.1,0.5", "--set=dataset=synthetic",
-             "--set=num_train_examples=80", "--set=embed_dim=8", "--set=hidden_dim=8",
-             "--set=classifier_hidden_dim=8", "--set=num_epochs=1", "--metrics=valid_accuracy,test_accuracy",
-             "--select_by=valid_accuracy"]
-  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+  command = [
+    sys.executable,
+    "scripts/run_grid.py",
+    "--config=configs/listops_L10.py",
+    f"--out={tmp_path}",
+    "--estimators=st_gs",
+    "--seeds=0,1",
+    "--sweep=learning_rate=0.1,0.5",
+    "--set=dataset=synthetic",
+    "--set=num_train_examples=80",
+    "--set=embed_dim=8",
+    "--set=hidden_dim=8",
+    "--set=classifier_hidden_dim=8",
+    "--set=num_epochs=1",
+    "--metrics=valid_accuracy,test_accuracy",
+    "--select_by=valid_accuracy",
+  ]
+  result = subprocess.run(
+    command,
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=900,
+    env={**os.environ, "PYTHONPATH": str(ROOT)},
+  )
   assert result.returncode == 0, result.stderr[-3000:]
-  assert [p.name for p in pathlib.Path(tmp_path).iterdir() if p.is_dir()] == ["st_gs"]  # one population
+  assert [p.name for p in pathlib.Path(tmp_path).iterdir() if p.is_dir()] == [
+    "st_gs"
+  ]  # one population
   table = json.loads((tmp_path / "table.json").read_text())
-  assert [(row["setting"], row["seeds"]) for row in table] == [(["learning_rate=0.1"], 2), (["learning_rate=0.5"], 2)]
+  assert [(row["setting"], row["seeds"]) for row in table] == [
+    (["learning_rate=0.1"], 2),
+    (["learning_rate=0.5"], 2),
+  ]
   members = json.loads((tmp_path / "st_gs" / "results.json").read_text())["members"]
-  assert sorted((m["seed"], m["learning_rate"]) for m in members) == [(0, 0.1), (0, 0.5), (1, 0.1), (1, 0.5)]
+  assert sorted((m["seed"], m["learning_rate"]) for m in members) == [
+    (0, 0.1),
+    (0, 0.5),
+    (1, 0.1),
+    (1, 0.5),
+  ]
 
 
 def test_no_selectable_member_is_said_in_one_line(caplog):
-  members = [{"member": i, "valid_nll": None, "test_nll": None, "diverged_at_step": 4 + i} for i in range(2)]
+  members = [
+    {"member": i, "valid_nll": None, "test_nll": None, "diverged_at_step": 4 + i} for i in range(2)
+  ]
   with caplog.at_level("INFO"):
-    population.log_selection({"selected_member": None, "members": members}, "valid_nll", ("valid_nll", "test_nll"))
-    population.log_selection({"selected_member": None, "members": [{**members[0], "diverged_at_step": None}]},
-                             "valid_nll", ())
+    population.log_selection(
+      {"selected_member": None, "members": members}, "valid_nll", ("valid_nll", "test_nll")
+    )
+    population.log_selection(
+      {"selected_member": None, "members": [{**members[0], "diverged_at_step": None}]},
+      "valid_nll",
+      (),
+    )
   assert [r.getMessage() for r in caplog.records] == [
-      "no member could be selected on valid_nll: every member diverged (at steps [4, 5]); the members' results are"
-      " in results.json.",
-      "no member could be selected on valid_nll: no member has a finite valid_nll; the members' results are in"
-      " results.json."]
+    "no member could be selected on valid_nll: every member diverged (at steps [4, 5]); the"
+    " members' results are"
+    " in results.json.",
+    "no member could be selected on valid_nll: no member has a finite valid_nll; the members'"
+    " results are in"
+    " results.json.",
+  ]

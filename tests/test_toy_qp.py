@@ -54,14 +54,35 @@ def test_grid_avoids_singular_lines_and_the_centre():
 
 def test_tiny_cli_run_writes_maps_plots_and_resumes(tmp_path):
   jax.config.update("jax_enable_x64", False)
-  args = ("grid_resolution=4", "num_draws=50", "opt_steps=20", "points_per_batch=4", "taus=(0.1,1.0)")
+  args = (
+    "grid_resolution=4",
+    "num_draws=50",
+    "opt_steps=20",
+    "points_per_batch=4",
+    "taus=(0.1,1.0)",
+  )
   run_main("configs/toy_qp.py", tmp_path, *args)
-  for name in ("variance_tau0.1.npz", "variance_tau1.0.npz", "optimization.json", "results.json",
-               "variance_summary.json"):
+  for name in (
+    "variance_tau0.1.npz",
+    "variance_tau1.0.npz",
+    "optimization.json",
+    "results.json",
+    "variance_summary.json",
+  ):
     assert (tmp_path / name).is_file(), name
   figures = tmp_path / "figures"
-  plotted = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_toy_qp.py"), f"--workdir={tmp_path}",
-                            f"--out_dir={figures}"], check=True, capture_output=True, text=True, cwd=ROOT)
+  plotted = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "scripts" / "plot_toy_qp.py"),
+      f"--workdir={tmp_path}",
+      f"--out_dir={figures}",
+    ],
+    check=True,
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+  )
   assert "Unable to initialize backend" not in plotted.stderr
   for name in ("toy_variance_difference.png", "toy_objective.png", "toy_optimization.png"):
     assert (figures / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name

@@ -14,8 +14,14 @@ HIDDEN = 16
 
 
 def _model(seed=0):
-  return tree_lstm.GumbelTreeLSTM(len(listops.VOCAB), 10, embed_dim=8, hidden_dim=HIDDEN,
-                                  classifier_hidden_dim=8, rngs=nnx.Rngs(seed))
+  return tree_lstm.GumbelTreeLSTM(
+    len(listops.VOCAB),
+    10,
+    embed_dim=8,
+    hidden_dim=HIDDEN,
+    classifier_hidden_dim=8,
+    rngs=nnx.Rngs(seed),
+  )
 
 
 def _binary_tree(bracketed: str):
@@ -49,7 +55,7 @@ def _gold_merge_positions(tree):
 
 
 def _leaves(tree):
-  return [tree] if isinstance(tree, int) else [l for c in tree for l in _leaves(c)]
+  return [tree] if isinstance(tree, int) else [leaf for c in tree for leaf in _leaves(c)]
 
 
 def _is_constituent(tree, pair):
@@ -65,12 +71,12 @@ def _compose_tree(model, tree, leaf_h, leaf_c):
 
 
 @pytest.mark.parametrize(
-    "line",
-    [
-        "0\t( ( ( ( ( [MIN 6 ) 3 ) 5 ) 0 ) ] )",
-        "2\t( ( ( [MAX 2 ) ( ( ( [SM 4 ) 7 ) ] ) ) ] )",
-        "7\t( ( ( [MED ( ( ( [MIN 9 ) 8 ) ] ) ) ( ( ( [MAX 1 ) 7 ) ] ) ) ] )",
-    ],
+  "line",
+  [
+    "0\t( ( ( ( ( [MIN 6 ) 3 ) 5 ) 0 ) ] )",
+    "2\t( ( ( [MAX 2 ) ( ( ( [SM 4 ) 7 ) ] ) ) ] )",
+    "7\t( ( ( [MED ( ( ( [MIN 9 ) 8 ) ] ) ) ( ( ( [MAX 1 ) 7 ) ] ) ) ] )",
+  ],
 )
 def test_forced_merge_order_reproduces_gold_composition(line):
   model = _model()
@@ -97,7 +103,9 @@ def test_forced_merge_order_reproduces_gold_composition(line):
     return chosen
 
   with jax.disable_jit():
-    root, _ = model.encode(jnp.asarray(batch.tokens), jnp.asarray(batch.lengths), jax.random.key(0), select)
+    root, _ = model.encode(
+      jnp.asarray(batch.tokens), jnp.asarray(batch.lengths), jax.random.key(0), select
+    )
   np.testing.assert_allclose(root[0], expected_h, rtol=1e-5, atol=1e-6)
   assert len(selections) == max_length - 1
 
@@ -107,11 +115,15 @@ def test_masking_never_merges_padding():
   rng = np.random.default_rng(0)
   max_length = 12
   lengths = np.array([1, 2, 5, 12, 7, 3])
-  tokens = np.where(np.arange(max_length)[None] < lengths[:, None],
-                    rng.integers(1, len(listops.VOCAB), (6, max_length)), 0).astype(np.int32)
+  tokens = np.where(
+    np.arange(max_length)[None] < lengths[:, None],
+    rng.integers(1, len(listops.VOCAB), (6, max_length)),
+    0,
+  ).astype(np.int32)
   select = lambda key, logits: estimators.st_gumbel_softmax(key, logits, tau=0.1)
-  _, selections = jax.jit(lambda t, l, k: model.encode(t, l, k, select))(
-      jnp.asarray(tokens), jnp.asarray(lengths), jax.random.key(2))
+  _, selections = jax.jit(lambda t, n, k: model.encode(t, n, k, select))(
+    jnp.asarray(tokens), jnp.asarray(lengths), jax.random.key(2)
+  )
   chosen = np.asarray(selections).argmax(-1)  # [L - 1, B]
   for t in range(max_length - 1):
     for b, n in enumerate(lengths):
@@ -119,7 +131,9 @@ def test_masking_never_merges_padding():
       if nodes > 1:
         assert chosen[t, b] < nodes - 1  # both merged nodes are real
   # Padding content cannot change the result.
-  other = np.where(tokens == 0, rng.integers(1, len(listops.VOCAB), tokens.shape), tokens).astype(np.int32)
+  other = np.where(tokens == 0, rng.integers(1, len(listops.VOCAB), tokens.shape), tokens).astype(
+    np.int32
+  )
   out_a = model(jnp.asarray(tokens), jnp.asarray(lengths), jax.random.key(0))
   out_b = model(jnp.asarray(other), jnp.asarray(lengths), jax.random.key(0))
   np.testing.assert_allclose(out_a, out_b, rtol=1e-6, atol=1e-6)
@@ -129,14 +143,17 @@ def test_masking_never_merges_padding():
 def test_gradients_are_finite_and_reach_the_query(name):
   model = _model(2)
   estimator = estimators.get(name)
-  tokens = jnp.asarray(listops.encode([listops.parse_line("0\t( ( ( ( ( [MIN 6 ) 3 ) 5 ) 0 ) ] )"),
-                                       listops.parse_line("3\t3")], 8).tokens)
+  tokens = jnp.asarray(
+    listops.encode(
+      [listops.parse_line("0\t( ( ( ( ( [MIN 6 ) 3 ) 5 ) 0 ) ] )"), listops.parse_line("3\t3")], 8
+    ).tokens
+  )
   lengths = jnp.array([6, 1])
   graphdef, params = nnx.split(model)
 
   def loss(params):
     m = nnx.merge(graphdef, params)
-    logits = m(tokens, lengths, jax.random.key(0), lambda k, l: estimator(k, l, tau=0.01))
+    logits = m(tokens, lengths, jax.random.key(0), lambda k, logits: estimator(k, logits, tau=0.01))
     return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
 
   grads = jax.grad(loss)(params)
@@ -175,11 +192,23 @@ def test_choi_initialization_and_the_flax_setting():
   assert std(model.compose.kernel) == pytest.approx(np.sqrt(2 / 256), rel=0.05)
   assert std(model.hidden.kernel) == pytest.approx(np.sqrt(2 / 128), rel=0.05)
   output = np.asarray(model.output.kernel.get_value())
-  assert output.min() >= -0.002 and output.max() <= 0.002 and output.std() == pytest.approx(0.004 / np.sqrt(12), rel=0.1)
+  assert (
+    output.min() >= -0.002
+    and output.max() <= 0.002
+    and output.std() == pytest.approx(0.004 / np.sqrt(12), rel=0.1)
+  )
   for layer in (model.leaf, model.compose, model.hidden, model.output):
     assert not np.any(np.asarray(layer.bias.get_value()))
-  old = tree_lstm.GumbelTreeLSTM(20, 10, embed_init="flax_embed", leaf_init="lecun_normal", compose_init="orthogonal",
-                                 classifier_init="lecun_normal", output_init="lecun_normal", rngs=nnx.Rngs(0))
+  old = tree_lstm.GumbelTreeLSTM(
+    20,
+    10,
+    embed_init="flax_embed",
+    leaf_init="lecun_normal",
+    compose_init="orthogonal",
+    classifier_init="lecun_normal",
+    output_init="lecun_normal",
+    rngs=nnx.Rngs(0),
+  )
   assert std(old.embed.embedding) == pytest.approx(1 / np.sqrt(128), rel=0.05)
   gram = np.asarray(old.compose.kernel.get_value()) @ np.asarray(old.compose.kernel.get_value()).T
   np.testing.assert_allclose(gram, np.eye(256), atol=1e-5)  # orthogonal rows

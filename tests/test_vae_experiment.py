@@ -24,26 +24,29 @@ from tests.cli import ROOT, run_main
 pytestmark = pytest.mark.slow
 
 TINY = (
-    "dataset=synthetic",
-    "encoder_widths=(32,)",
-    "decoder_widths=(32,)",
-    "checkpoint_every=2",
-    "log_every=1",
-    "eval_every=2",
-    "variance_every=2",
-    "variance_draws=4",
-    "mse_every=2",
-    "mse_reference_draws=8",
-    "num_eval_samples=20",
-    "periodic_eval_samples=3",
-    "eval_batch_size=25",
-    "iwae_chunk_size=10",
+  "dataset=synthetic",
+  "encoder_widths=(32,)",
+  "decoder_widths=(32,)",
+  "checkpoint_every=2",
+  "log_every=1",
+  "eval_every=2",
+  "variance_every=2",
+  "variance_draws=4",
+  "mse_every=2",
+  "mse_reference_draws=8",
+  "num_eval_samples=20",
+  "periodic_eval_samples=3",
+  "eval_batch_size=25",
+  "iwae_chunk_size=10",
 )
 
 
 def _members(workdir, step):
-  """The checkpointed member states: parameters (the learned prior's too), optimizer, baseline, input_mean."""
-  restored = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(step) / "default").absolute())
+  """The checkpointed member states: parameters (the learned prior's too), optimizer, baseline,
+  input_mean."""
+  restored = ocp.StandardCheckpointer().restore(
+    (workdir / "checkpoints" / str(step) / "default").absolute()
+  )
   return restored["members"]
 
 
@@ -56,7 +59,11 @@ def test_two_step_run_writes_outputs(tmp_path):
   assert all("+ final evaluation ~" in line for line in progress), progress
   config = json.loads((tmp_path / "config.json").read_text())
   assert config["num_steps"] == 2 and config["estimator"] == "gr_mc10"
-  assert config["data_used"] == {"train": "synthetic data", "valid": "synthetic data", "test": "synthetic data"}
+  assert config["data_used"] == {
+    "train": "synthetic data",
+    "valid": "synthetic data",
+    "test": "synthetic data",
+  }
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert {r["step"] for r in records} == {1, 2}
   assert any("log10_grad_variance" in r for r in records)
@@ -68,22 +75,42 @@ def test_two_step_run_writes_outputs(tmp_path):
     assert key in results
   assert results["steps"] == 2 and np.isfinite(results["test_nll"])
   # The run's record: versions, the clone's commit, this process's training time; no lock left.
-  assert set(results["versions"]) == {"jax", "flax", "optax"} and results["versions"]["jax"] == jax.__version__
+  assert (
+    set(results["versions"]) == {"jax", "flax", "optax"}
+    and results["versions"]["jax"] == jax.__version__
+  )
   assert (ROOT / ".git").exists() <= (len(results.get("git_commit", "")) >= 40)
   assert results["training_wall_time_s"] > 0 and results["training_wall_time_steps"] == [0, 2]
   summary = (tmp_path / "summary.md").read_text()
-  assert summary.startswith("Run: estimator gr_mc10, 2 steps, batch size 20, bounds: IWAE M = 20 on 50 images")
+  assert summary.startswith(
+    "Run: estimator gr_mc10, 2 steps, batch size 20, bounds: IWAE M = 20 on 50 images"
+  )
   assert not (tmp_path / ".lock").exists()
 
 
 def test_exponential_tau_schedule(tmp_path):
   """The temperature decays per step to its floor and reaches the estimator (ZGR ignores it;
   GR-QMC uses it): logged tau follows max(tau_min, tau exp(-r t))."""
-  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=gr_qmc10", "tau=1.0",
-           "tau_schedule=exponential", "tau_decay_rate=0.5", "tau_decay_every=1", "tau_min=0.2",
-           "variance_every=0", "mse_every=0", "eval_every=0")
-  taus = {r["step"]: r["tau"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
-          if "tau" in r}
+  run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=4",
+    "estimator=gr_qmc10",
+    "tau=1.0",
+    "tau_schedule=exponential",
+    "tau_decay_rate=0.5",
+    "tau_decay_every=1",
+    "tau_min=0.2",
+    "variance_every=0",
+    "mse_every=0",
+    "eval_every=0",
+  )
+  taus = {
+    r["step"]: r["tau"]
+    for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+    if "tau" in r
+  }
   assert taus == pytest.approx({t: max(0.2, np.exp(-0.5 * t)) for t in range(1, 5)}, rel=1e-5)
 
 
@@ -96,29 +123,33 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
   second = run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=6", f"estimator={estimator}")
   assert "resumed from the checkpoint at step 4" in second.stderr
   whole_members, parts_members = _members(whole, 6), _members(parts, 6)
-  assert set(whole_members) >= {"params", "input_mean"} and "prior_logits" in whole_members["params"]
+  assert (
+    set(whole_members) >= {"params", "input_mean"} and "prior_logits" in whole_members["params"]
+  )
   assert np.abs(whole_members["params"]["prior_logits"]).max() > 0  # the prior has trained
   for a, b in zip(jax.tree.leaves(whole_members), jax.tree.leaves(parts_members), strict=True):
     np.testing.assert_array_equal(a, b)
   results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
   assert results[0]["test_nll"] == results[1]["test_nll"]
-  train_lines = lambda d: [l for l in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+  train_lines = lambda d: [
+    line for line in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in line
+  ]
   assert train_lines(whole) == train_lines(parts)
 
 
 @pytest.mark.parametrize(
-    "override,field",
-    [
-        ("estimator=gr_mc0", "config.estimator"),
-        ("tau=-0.5", "config.tau"),
-        ("arity=6", "config.arity"),
-        ("batch_size=100000", "config.batch_size"),
-        ("momentum=1.5", "config.momentum"),
-        ("estimator=gr_exact", "config.estimator"),  # arity 16, not 2
-        ("tau_schedule=cosine", "config.tau_schedule"),
-        ("tau=inf", "config.tau"),
-        ("selection_eval_samples=-1", "config.selection_eval_samples"),
-    ],
+  "override,field",
+  [
+    ("estimator=gr_mc0", "config.estimator"),
+    ("tau=-0.5", "config.tau"),
+    ("arity=6", "config.arity"),
+    ("batch_size=100000", "config.batch_size"),
+    ("momentum=1.5", "config.momentum"),
+    ("estimator=gr_exact", "config.estimator"),  # arity 16, not 2
+    ("tau_schedule=cosine", "config.tau_schedule"),
+    ("tau=inf", "config.tau"),
+    ("selection_eval_samples=-1", "config.selection_eval_samples"),
+  ],
 )
 def test_bad_config_values_name_the_field(tmp_path, override, field):
   config = vae_16ary.get_config()
@@ -131,7 +162,9 @@ def test_bad_config_values_name_the_field(tmp_path, override, field):
 
 
 def test_cli_error_is_one_line(tmp_path):
-  result = run_main("configs/vae_16ary.py", tmp_path, "dataset=synthetic", "estimator=foo", check=False)
+  result = run_main(
+    "configs/vae_16ary.py", tmp_path, "dataset=synthetic", "estimator=foo", check=False
+  )
   assert result.returncode != 0
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: config.estimator") and "valid names" in last
@@ -140,7 +173,7 @@ def test_cli_error_is_one_line(tmp_path):
 
 def test_missing_data_error(tmp_path):
   result = run_main(
-      "configs/vae_16ary.py", tmp_path, f"data_dir={tmp_path / 'none'}", "download=False", check=False
+    "configs/vae_16ary.py", tmp_path, f"data_dir={tmp_path / 'none'}", "download=False", check=False
   )
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: binarized MNIST not found") and "--config.data_dir" in last
@@ -164,16 +197,26 @@ def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
   typo = run_main("configs/vae_16ary.py", tmp_path / "a", "tua=0.3", check=False)
   assert typo.returncode != 0 and "Traceback" not in typo.stderr
   hint = " (python -m experiments.main --config=FILE --list_fields lists them)"
-  assert typo.stderr.strip().splitlines()[-1] == f"error: --config.tua: the config has no field 'tua'; did you mean tau?{hint}"
-  for given, expected in [("estimater=st_gs", "'estimater'; did you mean estimator?"),
-                          ("population.sise=2", "'population.sise'; did you mean population.size")]:
+  assert (
+    typo.stderr.strip().splitlines()[-1]
+    == f"error: --config.tua: the config has no field 'tua'; did you mean tau?{hint}"
+  )
+  for given, expected in [
+    ("estimater=st_gs", "'estimater'; did you mean estimator?"),
+    ("population.sise=2", "'population.sise'; did you mean population.size"),
+  ]:
     typo = run_main("configs/vae_16ary.py", tmp_path / "a", given, check=False)
     (last,) = typo.stderr.strip().splitlines()
     assert expected in last and "\\n" not in last and "\\'" not in last, last
   data_dir = tmp_path / "data"
   data_dir.mkdir()
-  np.savez(data_dir / "binarized_mnist.npz", **{s: np.full((30, 784), 0.5, np.float32) for s in ("train", "valid", "test")})
-  bad = run_main("configs/vae_16ary.py", tmp_path / "b", f"data_dir={data_dir}", "download=False", check=False)
+  np.savez(
+    data_dir / "binarized_mnist.npz",
+    **{s: np.full((30, 784), 0.5, np.float32) for s in ("train", "valid", "test")},
+  )
+  bad = run_main(
+    "configs/vae_16ary.py", tmp_path / "b", f"data_dir={data_dir}", "download=False", check=False
+  )
   last = bad.stderr.strip().splitlines()[-1]
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
   assert last.startswith("error: ") and "exactly 0 or 1" in last and "'train'" in last
@@ -182,28 +225,51 @@ def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
 def test_restart_with_another_config_is_refused_and_a_finished_run_is_not_redone(tmp_path):
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
   lines = (tmp_path / "metrics.jsonl").read_text()
-  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "log_every=2")
+  again = run_main(
+    "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "log_every=2"
+  )
   assert "is finished (2 steps)" in again.stderr
   assert (tmp_path / "metrics.jsonl").read_text() == lines  # no second final evaluation
-  other = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=1", "estimator=gr_mc10", "tau=0.3",
-                   check=False)
+  other = run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=1",
+    "estimator=gr_mc10",
+    "tau=0.3",
+    check=False,
+  )
   last = other.stderr.strip().splitlines()[-1]
   assert other.returncode != 0 and "Traceback" not in other.stderr
   assert last.startswith("error: --workdir") and "estimator (saved 'st_gs', now 'gr_mc10')" in last
   assert "tau (saved 0.5, now 0.3)" in last and "num_steps (saved 2, now 1)" in last
   assert json.loads((tmp_path / "config.json").read_text())["estimator"] == "st_gs"
   listops_run = run_main("configs/listops_L10.py", tmp_path, "dataset=synthetic", check=False)
-  assert listops_run.stderr.strip().splitlines()[-1] == (f"error: --workdir {tmp_path} holds a vae run, and this"
-                                                          " config is a listops run: use another --workdir.")
-  # vmap and lax.map give different float32 numbers (the order of the arithmetic): not safe to change.
-  vectorized = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=3", "estimator=st_gs",
-                        "population.vectorize=vmap", check=False)
-  assert vectorized.returncode != 0 and "population.vectorize (saved 'auto', now 'vmap')" in vectorized.stderr
+  assert listops_run.stderr.strip().splitlines()[-1] == (
+    f"error: --workdir {tmp_path} holds a vae run, and this"
+    " config is a listops run: use another --workdir."
+  )
+  # vmap and lax.map give different float32 numbers (the order of the arithmetic): not safe to
+  # change.
+  vectorized = run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=3",
+    "estimator=st_gs",
+    "population.vectorize=vmap",
+    check=False,
+  )
+  assert (
+    vectorized.returncode != 0
+    and "population.vectorize (saved 'auto', now 'vmap')" in vectorized.stderr
+  )
 
 
 @contextlib.contextmanager
 def _read_only(path):
-  """``path`` made read-only for this test's subprocesses (root ignores modes: a read-only bind mount then)."""
+  """``path`` made read-only for this test's subprocesses (root ignores modes: a read-only bind
+  mount then)."""
   if os.geteuid() != 0:
     path.chmod(0o555)
     try:
@@ -211,7 +277,10 @@ def _read_only(path):
     finally:
       path.chmod(0o755)
     return
-  if not shutil.which("mount") or subprocess.run(["mount", "--bind", str(path), str(path)]).returncode:
+  if (
+    not shutil.which("mount")
+    or subprocess.run(["mount", "--bind", str(path), str(path)]).returncode
+  ):
     pytest.skip("a read-only workdir for root needs mount --bind")
   try:
     subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True)
@@ -223,42 +292,71 @@ def _read_only(path):
 def test_a_finished_run_keeps_its_config_and_answers_from_a_read_only_workdir(tmp_path):
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
   saved = (tmp_path / "config.json").read_text()
-  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "num_eval_samples=7")
+  again = run_main(
+    "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "num_eval_samples=7"
+  )
   assert "num_eval_samples=7 (its results: 20) not applied" in again.stderr
-  assert (tmp_path / "config.json").read_text() == saved  # still the config results.json was measured with
+  assert (
+    tmp_path / "config.json"
+  ).read_text() == saved  # still the config results.json was measured with
   with _read_only(tmp_path):
     read_only = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
   assert "is finished (2 steps)" in read_only.stderr
 
 
-def test_finished_population_is_extended_and_the_selected_member_evaluated_with_more_samples(tmp_path):
+def test_finished_population_is_extended_and_the_selected_member_evaluated_with_more_samples(
+  tmp_path,
+):
   """A finished run resumes when num_steps grows, with new evaluation fields; with
   selection_eval_samples every member is scored with that M and only the member
   selected on validation gets num_eval_samples. The IWAE bound tightens with M in
   expectation (Burda et al. 2016), and from M = 2 to 200 on an untrained model the
   gain is several nats, far above the noise of 50 images: so the final numbers
   must be the lower ones."""
-  population_of_3 = ("population.size=3", "estimator=st_gs", "variance_every=0", "mse_every=0", "eval_every=0")
+  population_of_3 = (
+    "population.size=3",
+    "estimator=st_gs",
+    "variance_every=0",
+    "mse_every=0",
+    "eval_every=0",
+  )
   run_main("configs/vae_16ary.py", tmp_path, *TINY, *population_of_3, "num_steps=2")
-  extended = run_main("configs/vae_16ary.py", tmp_path, *TINY, *population_of_3, "num_steps=4",
-                      "selection_eval_samples=2", "num_eval_samples=200", "num_eval_examples=50")
+  extended = run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    *population_of_3,
+    "num_steps=4",
+    "selection_eval_samples=2",
+    "num_eval_samples=200",
+    "num_eval_examples=50",
+  )
   assert "resumed from the checkpoint at step 2" in extended.stderr
   results = json.loads((tmp_path / "results.json").read_text())
-  assert results["steps"] == 4 and results["selection_eval_samples"] == 2 and results["num_eval_samples"] == 200
+  assert (
+    results["steps"] == 4
+    and results["selection_eval_samples"] == 2
+    and results["num_eval_samples"] == 200
+  )
   members = results["members"]
   selected = min(members, key=lambda m: m["valid_nll"])
   assert results["selected_member"] == selected["member"]
   assert [m["member"] for m in members if "final" in m] == [selected["member"]]
   assert results["valid_nll"] == selected["final"]["valid_nll"] < selected["valid_nll"]
   assert results["test_nll"] == selected["final"]["test_nll"] < selected["test_nll"]
-  lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-  precise = [(l["member"], l["split"]) for l in lines if l.get("num_samples") == 200]
+  lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  precise = [(line["member"], line["split"]) for line in lines if line.get("num_samples") == 200]
   assert precise == [(selected["member"], "valid"), (selected["member"], "test")]
 
 
 def _start(workdir, *overrides):
-  command = [sys.executable, "-m", "experiments.main", f"--config={ROOT / 'configs/vae_16ary.py'}",
-             f"--workdir={workdir}"] + [f"--config.{o}" for o in overrides]
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.main",
+    f"--config={ROOT / 'configs/vae_16ary.py'}",
+    f"--workdir={workdir}",
+  ] + [f"--config.{o}" for o in overrides]
   return subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
 
 
@@ -266,8 +364,17 @@ def test_sigterm_saves_a_checkpoint_and_the_run_resumes(tmp_path):
   """SIGTERM (a scheduler's preemption) mid-training: one line, exit 143, a checkpoint
   at the step reached (none was due before step 10,000), and the next start resumes there
   (and stops the same way on Ctrl-C)."""
-  long_run = (*TINY, "num_steps=100000", "checkpoint_every=10000", "log_every=5", "eval_every=0",
-              "variance_every=0", "mse_every=0", "estimator=st_gs", "steps_per_call=5")
+  long_run = (
+    *TINY,
+    "num_steps=100000",
+    "checkpoint_every=10000",
+    "log_every=5",
+    "eval_every=0",
+    "variance_every=0",
+    "mse_every=0",
+    "estimator=st_gs",
+    "steps_per_call=5",
+  )
   process = _start(tmp_path, *long_run)
   for line in process.stderr:
     if "step 10/" in line:
@@ -295,8 +402,11 @@ def test_second_run_on_a_workdir_is_refused(tmp_path):
   other = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", check=False)
   last = other.stderr.strip().splitlines()[-1]
   assert other.returncode != 0 and "Traceback" not in other.stderr
-  assert last == f"error: --workdir {tmp_path.resolve()} is in use by another run (pid {os.getpid()}); wait" \
-      " for it to end or use another --workdir."
+  assert (
+    last
+    == f"error: --workdir {tmp_path.resolve()} is in use by another run (pid {os.getpid()}); wait"
+    " for it to end or use another --workdir."
+  )
 
 
 def test_unwritable_workdir_is_one_line(tmp_path):
@@ -311,7 +421,9 @@ def test_unwritable_workdir_is_one_line(tmp_path):
 def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
   for data in (tmp_path / "checkpoints" / "4" / "default").glob("ocdbt.process_*/d/*"):
-    data.write_bytes(b"\x07" * 100)  # garbage: tensorstore's reads fail after orbax closed their event loop
+    data.write_bytes(
+      b"\x07" * 100
+    )  # garbage: tensorstore's reads fail after orbax closed their event loop
   (tmp_path / "results.json").unlink()
   resumed = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs")
   assert "skipping the checkpoint at step 4, which does not restore" in resumed.stderr
@@ -323,7 +435,9 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
   for step in (2, 4):  # nothing restores: one line
     shutil.rmtree(tmp_path / "checkpoints" / str(step) / "default", ignore_errors=True)
   (tmp_path / "results.json").unlink()
-  broken = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs", check=False)
+  broken = run_main(
+    "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "estimator=st_gs", check=False
+  )
   last = broken.stderr.strip().splitlines()[-1]
   assert broken.returncode != 0 and last.startswith("error: none of the checkpoints [4, 2]")
   assert "Traceback" not in broken.stderr
@@ -333,7 +447,11 @@ def _mount_tmpfs(path, megabytes: int) -> bool:
   path.mkdir(exist_ok=True)
   remount = ["-o", "remount"] if os.path.ismount(path) else []
   command = ["mount", "-t", "tmpfs", *remount, "-o", f"size={megabytes}M", "tmpfs", str(path)]
-  return os.geteuid() == 0 and shutil.which("mount") and subprocess.run(command, capture_output=True).returncode == 0
+  return (
+    os.geteuid() == 0
+    and shutil.which("mount")
+    and subprocess.run(command, capture_output=True).returncode == 0
+  )
 
 
 def test_a_full_disk_is_one_line_and_the_run_resumes_once_space_is_freed(tmp_path):
@@ -343,15 +461,27 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_once_space_is_freed(tmp_pat
   try:
     settings = (*TINY[:1], *TINY[3:], "num_steps=4", "estimator=st_gs", "num_eval_samples=5")
     full = run_main("configs/vae_16ary.py", disk / "run", *settings, check=False)
-    assert full.returncode == 1 and "Traceback" not in full.stderr and "Exception ignored" not in full.stderr
-    assert full.stderr.strip().splitlines()[-1].startswith(
-        f"error: no space left on the device of {disk / 'run' / 'checkpoints'} while saving the checkpoint of step 2:"
-        " a checkpoint needs about 6.")
+    assert (
+      full.returncode == 1
+      and "Traceback" not in full.stderr
+      and "Exception ignored" not in full.stderr
+    )
+    assert (
+      full.stderr.strip()
+      .splitlines()[-1]
+      .startswith(
+        f"error: no space left on the device of {disk / 'run' / 'checkpoints'} while saving the"
+        " checkpoint of step 2:"
+        " a checkpoint needs about 6."
+      )
+    )
     assert _mount_tmpfs(disk, 64)
     run_main("configs/vae_16ary.py", disk / "run", *settings)
     run_main("configs/vae_16ary.py", tmp_path / "uninterrupted", *settings)
-    resumed, uninterrupted = (json.loads((path / "results.json").read_text())
-                              for path in (disk / "run", tmp_path / "uninterrupted"))
+    resumed, uninterrupted = (
+      json.loads((path / "results.json").read_text())
+      for path in (disk / "run", tmp_path / "uninterrupted")
+    )
     assert resumed["test_nll"] == uninterrupted["test_nll"]
   finally:
     subprocess.run(["umount", str(disk)], capture_output=True)
@@ -363,16 +493,23 @@ def test_long_evaluations_report_progress(caplog):
   config.eval_batch_size = 10
   task = vae.VAETask(config, vae.validate(config))
   members = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
-  trainer = population.Trainer(population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20,
-                                               1), config, members)
+  trainer = population.Trainer(
+    population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20, 1),
+    config,
+    members,
+  )
   evaluator = vae.Evaluator(task, trainer)
   evaluator.report_every_seconds = 0.0
   images = vae.load_data(config)[0]["test"][:40]
   with caplog.at_level("INFO"):
-    nll = evaluator.nll(trainer.init_state(), images, 50_000, 3, "test")  # a late step: the key salt fits
+    nll = evaluator.nll(
+      trainer.init_state(), images, 50_000, 3, "test"
+    )  # a late step: the key salt fits
   lines = [r.getMessage() for r in caplog.records if "evaluating test" in r.getMessage()]
   assert nll.shape == (1,) and np.isfinite(nll).all() and len(lines) == 4
-  assert lines[-1].startswith("evaluating test (M=3, 1 member): 40/40 images,") and "ETA 0s" in lines[-1]
+  assert (
+    lines[-1].startswith("evaluating test (M=3, 1 member): 40/40 images,") and "ETA 0s" in lines[-1]
+  )
 
 
 def test_output_bias_and_input_centring_switches():
@@ -385,29 +522,52 @@ def test_output_bias_and_input_centring_switches():
   means = np.linspace(0.01, 0.99, 784).astype(np.float32)
   hyperparameters = {k: config[k] for k in vae.HYPERPARAMETERS}
   config.decoder_output_bias, config.center_inputs = "zeros", "none"
-  plain = vae.VAETask(config, vae.validate(config), means).init_member(jax.random.key(0), hyperparameters, 0)
-  assert not np.any(plain["params"]["decoder"]["layers"][1]["bias"]) and not np.any(plain["input_mean"])
+  plain = vae.VAETask(config, vae.validate(config), means).init_member(
+    jax.random.key(0), hyperparameters, 0
+  )
+  assert not np.any(plain["params"]["decoder"]["layers"][1]["bias"]) and not np.any(
+    plain["input_mean"]
+  )
   config.decoder_output_bias, config.center_inputs = "data_log_odds", "pixel_means"
   task = vae.VAETask(config, vae.validate(config), means)
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   bias = member["params"]["decoder"]["layers"][1]["bias"]
   np.testing.assert_allclose(jax.nn.sigmoid(bias), means, rtol=1e-5)
-  np.testing.assert_array_equal(member["params"]["encoder"]["layers"][0]["kernel"],
-                                plain["params"]["encoder"]["layers"][0]["kernel"])  # only the bias differs
+  np.testing.assert_array_equal(
+    member["params"]["encoder"]["layers"][0]["kernel"],
+    plain["params"]["encoder"]["layers"][0]["kernel"],
+  )  # only the bias differs
   x = jax.numpy.asarray(np.random.default_rng(0).random((4, 784)) < 0.3, jax.numpy.float32)
   model = task.model(member["params"])
-  np.testing.assert_allclose(task.iwae(member, 0, x, 0, 0, 3),
-                             vae_model.iwae_bound(model, x, jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
-                                 jax.random.key(0), 3), 0), 0), 3, config.iwae_chunk_size, means), rtol=1e-6)
+  np.testing.assert_allclose(
+    task.iwae(member, 0, x, 0, 0, 3),
+    vae_model.iwae_bound(
+      model,
+      x,
+      jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), 3), 0), 0),
+      3,
+      config.iwae_chunk_size,
+      means,
+    ),
+    rtol=1e-6,
+  )
   after, _ = task.train_step(member, hyperparameters, x, jax.random.key(1), 1)
   np.testing.assert_array_equal(after["input_mean"], means)  # fixed means are never updated
   config.center_inputs = "running_average"
   task = vae.VAETask(config, vae.validate(config), means)
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   after, _ = task.train_step(member, hyperparameters, x, jax.random.key(1), 1)
-  np.testing.assert_allclose(after["input_mean"], 0.1 * np.asarray(x).mean(axis=0), rtol=1e-6)  # rate 0.9 from 0
-  for bad in ("decoder_output_bias=ones", "center_inputs=yes", "centering_decay=1.0", "prior=beta",
-              "kernel_init=he", "activation=gelu"):
+  np.testing.assert_allclose(
+    after["input_mean"], 0.1 * np.asarray(x).mean(axis=0), rtol=1e-6
+  )  # rate 0.9 from 0
+  for bad in (
+    "decoder_output_bias=ones",
+    "center_inputs=yes",
+    "centering_decay=1.0",
+    "prior=beta",
+    "kernel_init=he",
+    "activation=gelu",
+  ):
     field, value = bad.split("=")
     broken = vae_16ary.get_config()
     broken[field] = type(broken[field])(value)
@@ -423,18 +583,25 @@ def test_learned_prior_enters_the_bound():
   x = jax.numpy.asarray(np.random.default_rng(0).random((5, 784)) < 0.3, jax.numpy.float32)
   logits = model.encode(x)
   sample = jax.nn.one_hot(jax.random.categorical(jax.random.key(2), logits), 4)
-  expected = (vae_model.bernoulli_log_likelihood(model.decode(sample), x)
-              + np.sum(np.asarray(sample) * (np.asarray(jax.nn.log_softmax(prior)) -
-                                             np.asarray(jax.nn.log_softmax(logits))), axis=(1, 2)))
+  expected = vae_model.bernoulli_log_likelihood(model.decode(sample), x) + np.sum(
+    np.asarray(sample)
+    * (np.asarray(jax.nn.log_softmax(prior)) - np.asarray(jax.nn.log_softmax(logits))),
+    axis=(1, 2),
+  )
   np.testing.assert_allclose(vae_model.log_weight(model, x, logits, sample), expected, rtol=1e-6)
-  uniform = vae_model.DiscreteVAE(3, 4, encoder_widths=(8,), decoder_widths=(8,), prior="uniform", rngs=nnx.Rngs(0))
+  uniform = vae_model.DiscreteVAE(
+    3, 4, encoder_widths=(8,), decoder_widths=(8,), prior="uniform", rngs=nnx.Rngs(0)
+  )
   assert uniform.prior_logits is None and float(uniform.log_prior()) == pytest.approx(-np.log(4))
 
 
 def test_an_old_model_checkpoint_is_refused_by_the_new_default(tmp_path):
-  """A workdir of the ReLU 512/256 model, restarted with the Concrete default: one line naming the fields."""
+  """A workdir of the ReLU 512/256 model, restarted with the Concrete default: one line naming the
+  fields."""
   run_main("configs/vae_relu_mlp.py", tmp_path, *TINY, "num_steps=1", "estimator=st_gs")
-  again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", check=False)
+  again = run_main(
+    "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", check=False
+  )
   last = again.stderr.strip().splitlines()[-1]
   assert again.returncode != 0 and "Traceback" not in again.stderr
   for field in ("activation", "kernel_init", "decoder_output_bias", "center_inputs", "prior"):
@@ -442,10 +609,19 @@ def test_an_old_model_checkpoint_is_refused_by_the_new_default(tmp_path):
 
 
 def test_a_diverged_member_is_written_as_strict_json(tmp_path):
-  """A diverged member's non-finite metrics are JSON null (strict parsers reject a bare NaN), with its
+  """A diverged member's non-finite metrics are JSON null (strict parsers reject a bare NaN), with
+  its
   divergence step beside them."""
-  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "activation=relu",
-           "population.search=lists", "population.learning_rate=(0.001,1e30)")
+  run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=2",
+    "estimator=st_gs",
+    "activation=relu",
+    "population.search=lists",
+    "population.learning_rate=(0.001,1e30)",
+  )
 
   def strict(text):
     return json.loads(text, parse_constant=lambda name: pytest.fail(f"bare {name} in JSON"))
@@ -477,36 +653,72 @@ def test_damaged_or_missing_workdir_files(tmp_path):
   dropped with a warning; an empty results.json is evaluated again."""
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
   (tmp_path / "config.json").unlink()
-  changed = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", "learning_rate=0.01",
-                     check=False)
-  assert changed.returncode != 0 and "learning_rate (saved 0.001, now 0.01)" in changed.stderr.splitlines()[-1]
+  changed = run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=2",
+    "estimator=st_gs",
+    "learning_rate=0.01",
+    check=False,
+  )
+  assert (
+    changed.returncode != 0
+    and "learning_rate (saved 0.001, now 0.01)" in changed.stderr.splitlines()[-1]
+  )
   metrics = tmp_path / "metrics.jsonl"
   lines = metrics.read_text().splitlines()
   metrics.write_text("\n".join([lines[0], "{garbage", *lines[1:]]) + "\n")
   (tmp_path / "results.json").write_text("")
   again = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
   assert "dropping a damaged line 2" in again.stderr and "results.json is damaged" in again.stderr
-  assert metrics.read_text().splitlines() == lines and json.loads((tmp_path / "results.json").read_text())["steps"] == 2
+  assert (
+    metrics.read_text().splitlines() == lines
+    and json.loads((tmp_path / "results.json").read_text())["steps"] == 2
+  )
   (tmp_path / "config.json").write_text('{"truncat')
   (tmp_path / "config.backup.json").unlink()
-  refused = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", check=False)
+  refused = run_main(
+    "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs", check=False
+  )
   last = refused.stderr.strip().splitlines()[-1]
   assert refused.returncode != 0 and "Traceback" not in refused.stderr
-  assert last.startswith(f"error: --workdir {tmp_path} holds a run") and "missing or damaged" in last
+  assert (
+    last.startswith(f"error: --workdir {tmp_path} holds a run") and "missing or damaged" in last
+  )
 
 
 def test_a_signal_in_the_last_block_or_the_final_evaluation_stops_cleanly(tmp_path):
   """SIGTERM during the last training block is honoured (not ignored into the final evaluation);
   SIGINT during the final evaluation stops with the one line (no segfault); a rerun finishes."""
-  quiet = (*TINY, "estimator=st_gs", "num_steps=300", "steps_per_call=300", "checkpoint_every=0", "eval_every=0",
-           "variance_every=0", "mse_every=0", "log_every=300")
+  quiet = (
+    *TINY,
+    "estimator=st_gs",
+    "num_steps=300",
+    "steps_per_call=300",
+    "checkpoint_every=0",
+    "eval_every=0",
+    "variance_every=0",
+    "mse_every=0",
+    "log_every=300",
+  )
 
   def interrupt(signum, wait_for, *overrides):
     log = tmp_path / f"log{signum}.txt"
     with open(log, "w") as stderr:
       process = subprocess.Popen(
-          [sys.executable, "-m", "experiments.main", f"--config={ROOT / 'configs/vae_16ary.py'}", f"--workdir={tmp_path / 'run'}",
-           *[f"--config.{o}" for o in (*quiet, *overrides)]], cwd=ROOT, stderr=stderr, stdout=subprocess.DEVNULL)
+        [
+          sys.executable,
+          "-m",
+          "experiments.main",
+          f"--config={ROOT / 'configs/vae_16ary.py'}",
+          f"--workdir={tmp_path / 'run'}",
+          *[f"--config.{o}" for o in (*quiet, *overrides)],
+        ],
+        cwd=ROOT,
+        stderr=stderr,
+        stdout=subprocess.DEVNULL,
+      )
       deadline = time.time() + 120
       while wait_for not in log.read_text() and time.time() < deadline and process.poll() is None:
         time.sleep(0.05)
@@ -515,11 +727,20 @@ def test_a_signal_in_the_last_block_or_the_final_evaluation_stops_cleanly(tmp_pa
     return process.returncode, log.read_text()
 
   code, text = interrupt(signal.SIGTERM, "steps 1..300")
-  assert code == 143 and text.strip().splitlines()[-1].startswith("interrupted: stopped by SIGTERM at step 300")
-  assert (tmp_path / "run" / "checkpoints" / "300").is_dir() and not (tmp_path / "run" / "results.json").exists()
+  assert code == 143 and text.strip().splitlines()[-1].startswith(
+    "interrupted: stopped by SIGTERM at step 300"
+  )
+  assert (tmp_path / "run" / "checkpoints" / "300").is_dir() and not (
+    tmp_path / "run" / "results.json"
+  ).exists()
   # Many short evaluation batches: a signal is seen between batches.
-  code, text = interrupt(signal.SIGINT, "final evaluation:", "num_eval_samples=5000", "eval_batch_size=1",
-                         "iwae_chunk_size=100")
+  code, text = interrupt(
+    signal.SIGINT,
+    "final evaluation:",
+    "num_eval_samples=5000",
+    "eval_batch_size=1",
+    "iwae_chunk_size=100",
+  )
   assert code == 130 and "Fatal Python error" not in text and "Traceback" not in text
   assert text.strip().splitlines()[-1].startswith("interrupted: stopped by SIGINT at step 300")
   assert not (tmp_path / "run" / "results.json").exists()
@@ -528,11 +749,21 @@ def test_a_signal_in_the_last_block_or_the_final_evaluation_stops_cleanly(tmp_pa
 
 
 def test_list_fields_prints_every_field_with_its_comment(tmp_path):
-  command = [sys.executable, "-m", "experiments.main", "--config=configs/vae_16ary.py", "--list_fields",
-             "--config.tau=0.3"]
-  listing = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True).stdout
+  command = [
+    sys.executable,
+    "-m",
+    "experiments.main",
+    "--config=configs/vae_16ary.py",
+    "--list_fields",
+    "--config.tau=0.3",
+  ]
+  listing = subprocess.run(
+    command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+  ).stdout
   lines = dict(line.split(" = ", 1) for line in listing.splitlines())
-  assert lines["tau"] == "0.3" and lines["estimator"].startswith("'gr_mc100'  # Estimator: a name accepted by")
+  assert lines["tau"] == "0.3" and lines["estimator"].startswith(
+    "'gr_mc100'  # Estimator: a name accepted by"
+  )
   assert lines["population.vectorize"].startswith("'auto'  # ") and "kernel_init" in lines
   assert not (tmp_path / "run").exists()
 
@@ -546,8 +777,8 @@ def _tensorboard_scalars(run_dir):
     data = file.read_bytes()
     offset = 0
     while offset < len(data):
-      length = int.from_bytes(data[offset:offset + 8], "little")
-      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+      length = int.from_bytes(data[offset : offset + 8], "little")
+      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
       offset += 12 + length + 4
       for value in event.summary.value:
         if value.HasField("simple_value"):
@@ -560,24 +791,51 @@ def _tensorboard_scalars(run_dir):
 def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
   """Train curves average the log_every steps (metrics.jsonl holds the same numbers); the final
   bounds are their own tags; num_samples is not plotted; hyperparameters, steps/s and the config."""
-  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=4", "log_every=2", "checkpoint_every=4",
-           "eval_every=2", "variance_every=0", "mse_every=0", "estimator=st_gs")
+  run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=4",
+    "log_every=2",
+    "checkpoint_every=4",
+    "eval_every=2",
+    "variance_every=0",
+    "mse_every=0",
+    "estimator=st_gs",
+  )
   scalars, texts = _tensorboard_scalars(tmp_path / "tensorboard" / "member_0")
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   train = {r["step"]: r for r in records if r["split"] == "train"}
   assert sorted(train) == sorted(scalars["train/bound"]) == [2, 4]
   for step in (2, 4):
     assert scalars["train/bound"][step] == pytest.approx(train[step]["bound"], rel=1e-6)
-  assert sorted(scalars["valid/nll"]) == [2] and "valid/num_samples" not in scalars  # not at the last step
+  assert (
+    sorted(scalars["valid/nll"]) == [2] and "valid/num_samples" not in scalars
+  )  # not at the last step
   assert set(scalars["final/valid_nll"]) == set(scalars["final/test_nll"]) == {4}
   assert scalars["hyperparameters/learning_rate"] == {0: pytest.approx(1e-3)}
   top, top_texts = _tensorboard_scalars(tmp_path / "tensorboard")
-  assert sorted(top["progress/steps_per_second"]) == [2, 4] and any("config" in t for t in top_texts)
+  assert sorted(top["progress/steps_per_second"]) == [2, 4] and any(
+    "config" in t for t in top_texts
+  )
   # The averaging: a 2-step interval's bound is the mean of the two steps' bounds, which a run
   # logging every step writes (same seed, same data, same steps).
   every_step = tmp_path / "every_step"
-  run_main("configs/vae_16ary.py", every_step, *TINY, "num_steps=4", "log_every=1", "checkpoint_every=4",
-           "eval_every=2", "variance_every=0", "mse_every=0", "estimator=st_gs")
-  single = {r["step"]: r["bound"] for r in map(json.loads, (every_step / "metrics.jsonl").read_text().splitlines())
-            if r["split"] == "train"}
+  run_main(
+    "configs/vae_16ary.py",
+    every_step,
+    *TINY,
+    "num_steps=4",
+    "log_every=1",
+    "checkpoint_every=4",
+    "eval_every=2",
+    "variance_every=0",
+    "mse_every=0",
+    "estimator=st_gs",
+  )
+  single = {
+    r["step"]: r["bound"]
+    for r in map(json.loads, (every_step / "metrics.jsonl").read_text().splitlines())
+    if r["split"] == "train"
+  }
   assert train[4]["bound"] == pytest.approx((single[3] + single[4]) / 2, rel=1e-6)

@@ -85,7 +85,7 @@ def test_iwae_tightens_with_m_towards_log_px():
   for m in (1, 10, 100):
     keys = jax.random.split(jax.random.key(m), repeats)
     draws = np.asarray(
-        jax.jit(jax.vmap(lambda k, m=m: vae.iwae_bound(model, x, k, m, chunk_size=25)[0]))(keys)
+      jax.jit(jax.vmap(lambda k, m=m: vae.iwae_bound(model, x, k, m, chunk_size=25)[0]))(keys)
     )
     means[m] = (draws.mean(), draws.std() / np.sqrt(repeats))
   # The expected bound increases with M and stays below log p(x); the

@@ -2,4 +2,5 @@
 
 
 class InvalidDataError(ValueError):
-  """A data file was found but does not hold what it should; the message names the file and the place."""
+  """A data file was found but does not hold what it should; the message names the file and the
+  place."""

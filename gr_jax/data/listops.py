@@ -109,7 +109,9 @@ def parse_line(line: str, where: str = "") -> Example:
 
 def parse_lines(lines: Sequence[str], source: str) -> list[Example]:
   """Every non-blank line parsed and checked; errors name ``source`` and the line number."""
-  return [parse_line(line, f"{source}:{number}") for number, line in enumerate(lines, 1) if line.strip()]
+  return [
+    parse_line(line, f"{source}:{number}") for number, line in enumerate(lines, 1) if line.strip()
+  ]
 
 
 def read_lines(path: str | pathlib.Path) -> list[str]:
@@ -123,8 +125,9 @@ def read_lines(path: str | pathlib.Path) -> list[str]:
     try:
       lines.append(raw.decode("utf-8-sig" if number == 1 else "utf-8"))
     except UnicodeDecodeError as e:
-      raise InvalidDataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
-                             ) from None
+      raise InvalidDataError(
+        f"{path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+      ) from None
   return lines
 
 

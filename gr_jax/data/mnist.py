@@ -38,8 +38,7 @@ SPLITS = ("train", "valid", "test")
 NUM_PIXELS = 784
 NPZ_NAME = "binarized_mnist.npz"
 AMAT_URL = (
-    "http://www.cs.toronto.edu/~larocheh/public/datasets/binarized_mnist/"
-    "binarized_mnist_{split}.amat"
+  "http://www.cs.toronto.edu/~larocheh/public/datasets/binarized_mnist/binarized_mnist_{split}.amat"
 )
 DEFAULT_CACHE = pathlib.Path(os.path.expanduser("~/.cache/gr_jax/binarized_mnist"))
 DOWNLOAD_TIMEOUT_SECONDS = 60  # per connection attempt or stalled read
@@ -48,9 +47,9 @@ DATA_ROOT_VARIABLE = "GR_JAX_DATA"  # a directory holding binarized_mnist/ (and 
 # (np.packbits) and sorted, so that the check does not depend on row order or
 # file format; measured on the copy whose file sha256 is 7a049ae3...3514b.
 EXPECTED = {
-    "train": (50_000, "aae6de292e6b68d898acf52062a1ac62907fc7ab417c59582d6523a1da0f9a61"),
-    "valid": (10_000, "d10b4edf2e0765693846b51a5895f81f69fa37b6459b7f665bfa9c8cc9723622"),
-    "test": (10_000, "87ff96664646cc41575aeb3ae4fbbabc1475ca3d42be4659d7a829d9f22c845a"),
+  "train": (50_000, "aae6de292e6b68d898acf52062a1ac62907fc7ab417c59582d6523a1da0f9a61"),
+  "valid": (10_000, "d10b4edf2e0765693846b51a5895f81f69fa37b6459b7f665bfa9c8cc9723622"),
+  "test": (10_000, "87ff96664646cc41575aeb3ae4fbbabc1475ca3d42be4659d7a829d9f22c845a"),
 }
 
 
@@ -73,11 +72,21 @@ def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
         return {s: _check(np.asarray(f[s]), f"{npz}, split {s!r}") for s in SPLITS}
     except InvalidDataError:  # a readable npz holding the wrong arrays: its own message
       raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # not an npz, truncated, object arrays
-      raise InvalidDataError(f"{npz} is not a readable npz of uint8 arrays ({type(e).__name__}: {e}); replace it"
-                             f" with a copy holding {list(SPLITS)}.") from None
+    except (
+      OSError,
+      ValueError,
+      EOFError,
+      zipfile.BadZipFile,
+    ) as e:  # not an npz, truncated, object arrays
+      raise InvalidDataError(
+        f"{npz} is not a readable npz of uint8 arrays ({type(e).__name__}: {e}); replace it"
+        f" with a copy holding {list(SPLITS)}."
+      ) from None
   if all((directory / _amat_name(s)).is_file() for s in SPLITS):
-    return {s: _check(np.loadtxt(directory / _amat_name(s)), str(directory / _amat_name(s))) for s in SPLITS}
+    return {
+      s: _check(np.loadtxt(directory / _amat_name(s)), str(directory / _amat_name(s)))
+      for s in SPLITS
+    }
   return None
 
 
@@ -87,13 +96,15 @@ def _check(images: np.ndarray, where: str) -> np.ndarray:
   A cast alone would turn 0.5 or 0.9 into 0 and train on blank images.
   """
   if images.ndim != 2 or images.shape[1] != NUM_PIXELS:
-    raise InvalidDataError(f"{where}: expected 0/1 images of shape (N, {NUM_PIXELS}), got shape {images.shape}.")
+    raise InvalidDataError(
+      f"{where}: expected 0/1 images of shape (N, {NUM_PIXELS}), got shape {images.shape}."
+    )
   bad = (images != 0) & (images != 1)
   if bad.any():
     row, column = np.argwhere(bad)[0]
     raise InvalidDataError(
-        f"{where}: pixels must be exactly 0 or 1 (binarized MNIST); image {row}, pixel {column}"
-        f" is {images[row, column]!r} (dtype {images.dtype})."
+      f"{where}: pixels must be exactly 0 or 1 (binarized MNIST); image {row}, pixel {column}"
+      f" is {images[row, column]!r} (dtype {images.dtype})."
     )
   return images.astype(np.uint8)
 
@@ -110,11 +121,15 @@ def _verify(data: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
   for split, (count, digest) in EXPECTED.items():
     images = data[split]
     if len(images) != count:
-      raise InvalidDataError(f"{source}: split {split!r} has {len(images)} images, expected {count}.")
+      raise InvalidDataError(
+        f"{source}: split {split!r} has {len(images)} images, expected {count}."
+      )
     got = rows_digest(images)
     if got != digest:
-      raise InvalidDataError(f"{source}: split {split!r} fails its checksum (sha256 of the sorted rows"
-                             f" {got[:16]}..., expected {digest[:16]}...).")
+      raise InvalidDataError(
+        f"{source}: split {split!r} fails its checksum (sha256 of the sorted rows"
+        f" {got[:16]}..., expected {digest[:16]}...)."
+      )
   return data
 
 
@@ -129,7 +144,9 @@ def _download_amat(cache_dir: pathlib.Path, url: str) -> dict[str, np.ndarray]:
     if not target.is_file():
       logging.info("downloading %s into %s", url.format(split=split), cache_dir)
       partial = target.with_suffix(".part")
-      with urllib.request.urlopen(url.format(split=split), timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+      with urllib.request.urlopen(
+        url.format(split=split), timeout=DOWNLOAD_TIMEOUT_SECONDS
+      ) as response:
         with open(partial, "wb") as out:
           shutil.copyfileobj(response, out)
       partial.rename(target)
@@ -148,8 +165,10 @@ def _from_tfds() -> dict[str, np.ndarray]:
 
   splits = {"train": "train", "valid": "validation", "test": "test"}
   return {
-      ours: np.stack([ex["image"].reshape(-1) for ex in tfds.as_numpy(tfds.load("binarized_mnist", split=theirs))]).astype(np.uint8)
-      for ours, theirs in splits.items()
+    ours: np.stack(
+      [ex["image"].reshape(-1) for ex in tfds.as_numpy(tfds.load("binarized_mnist", split=theirs))]
+    ).astype(np.uint8)
+    for ours, theirs in splits.items()
   }
 
 
@@ -157,33 +176,37 @@ def synthetic(num_train: int = 200, num_valid: int = 50, num_test: int = 50, see
   """Random binary images with some structure (two prototypes plus noise)."""
   rng = np.random.default_rng(seed)
   prototypes = rng.random((2, NUM_PIXELS)) < 0.3
+
   def make(n):
     which = rng.integers(0, 2, n)
     flips = rng.random((n, NUM_PIXELS)) < 0.05
     return (prototypes[which] ^ flips).astype(np.uint8)
+
   return {"train": make(num_train), "valid": make(num_valid), "test": make(num_test)}
 
 
 def load(
-    data_dir: str | None = None,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    download: bool = False,
-    synthetic_data: bool = False,
-    url: str = AMAT_URL,
+  data_dir: str | None = None,
+  *,
+  cache_dir: str | os.PathLike | None = None,
+  download: bool = False,
+  synthetic_data: bool = False,
+  url: str = AMAT_URL,
 ) -> dict[str, np.ndarray]:
-  """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``: :func:`load_with_source`'s data."""
-  return load_with_source(data_dir, cache_dir=cache_dir, download=download, synthetic_data=synthetic_data,
-                          url=url)[0]
+  """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``: :func:`load_with_source`'s
+  data."""
+  return load_with_source(
+    data_dir, cache_dir=cache_dir, download=download, synthetic_data=synthetic_data, url=url
+  )[0]
 
 
 def load_with_source(
-    data_dir: str | None = None,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    download: bool = False,
-    synthetic_data: bool = False,
-    url: str = AMAT_URL,
+  data_dir: str | None = None,
+  *,
+  cache_dir: str | os.PathLike | None = None,
+  download: bool = False,
+  synthetic_data: bool = False,
+  url: str = AMAT_URL,
 ) -> tuple[dict[str, np.ndarray], str]:
   """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``, and where it was found.
 
@@ -214,7 +237,9 @@ def load_with_source(
     found = _from_dir(directory)
     if found is not None:
       if data_dir and directory != candidates[0]:
-        logging.warning("data_dir %s holds no binarized MNIST; using the copy in %s", data_dir, directory)
+        logging.warning(
+          "data_dir %s holds no binarized MNIST; using the copy in %s", data_dir, directory
+        )
       logging.info("binarized MNIST loaded from %s", directory)
       return found, str(directory)
   errors = []
@@ -232,9 +257,9 @@ def load_with_source(
     except OSError as e:
       errors.append(f"{url.format(split='*')}: {getattr(e, 'reason', e)}")
   raise DataNotFoundError(
-      f"binarized MNIST not found: looked for {NPZ_NAME} or "
-      f"binarized_mnist_{{train,valid,test}}.amat in {', '.join(looked)}"
-      + (f"; the download failed ({'; '.join(errors)})" if errors else "; download is off")
-      + f". Point --config.data_dir (or the environment variable {DATA_ROOT_VARIABLE}, a directory"
-      " holding binarized_mnist/) at a local copy, or run with a network and --config.download=True."
+    f"binarized MNIST not found: looked for {NPZ_NAME} or "
+    f"binarized_mnist_{{train,valid,test}}.amat in {', '.join(looked)}"
+    + (f"; the download failed ({'; '.join(errors)})" if errors else "; download is off")
+    + f". Point --config.data_dir (or the environment variable {DATA_ROOT_VARIABLE}, a directory"
+    " holding binarized_mnist/) at a local copy, or run with a network and --config.download=True."
   )

@@ -32,13 +32,13 @@ def _concrete(x) -> np.ndarray | None:
 def _check_logits(logits: Array) -> None:
   if not hasattr(logits, "dtype") or not jnp.issubdtype(logits.dtype, jnp.floating):
     raise ValueError(
-        "logits must be a floating-point array (float32, bfloat16, float16 or"
-        f" float64); got dtype {getattr(logits, 'dtype', type(logits))}."
+      "logits must be a floating-point array (float32, bfloat16, float16 or"
+      f" float64); got dtype {getattr(logits, 'dtype', type(logits))}."
     )
   if logits.ndim < 1 or logits.shape[-1] < 1:
     raise ValueError(
-        "logits must have at least one axis with the categories on the last"
-        f" axis; got shape {logits.shape}."
+      "logits must have at least one axis with the categories on the last"
+      f" axis; got shape {logits.shape}."
     )
 
 
@@ -55,8 +55,10 @@ def _check_tau(tau: Any, logits: Array):
   except TypeError:
     dtype = None
   if isinstance(tau, (list, tuple)):
-    raise ValueError(f"tau must be a number or an array, not a {type(tau).__name__}: pass an array"
-                     f" (jnp.asarray({tau!r})) of shape broadcastable to {variable_shape}.")
+    raise ValueError(
+      f"tau must be a number or an array, not a {type(tau).__name__}: pass an array"
+      f" (jnp.asarray({tau!r})) of shape broadcastable to {variable_shape}."
+    )
   if isinstance(tau, bool) or dtype is None or not jnp.issubdtype(dtype, jnp.number):
     raise ValueError(f"tau must be a real number > 0 or an array of them; got {tau!r}.")
   shape = np.shape(tau)
@@ -66,8 +68,8 @@ def _check_tau(tau: Any, logits: Array):
     fits = False
   if not fits:
     raise ValueError(
-        "tau must be a scalar or an array broadcastable to logits.shape[:-1] + (1,)"
-        f" = {variable_shape} (one temperature per variable); got shape {shape}."
+      "tau must be a scalar or an array broadcastable to logits.shape[:-1] + (1,)"
+      f" = {variable_shape} (one temperature per variable); got shape {shape}."
     )
   value = _concrete(tau)
   if value is not None and not np.all(np.isfinite(value) & (value > 0)):
@@ -84,13 +86,13 @@ MAX_NUM_SAMPLES = 2**31 - 1
 
 def _check_num_samples(num_samples: Any, limit: int = MAX_NUM_SAMPLES) -> None:
   if (
-      isinstance(num_samples, bool)
-      or not isinstance(num_samples, int)
-      or not 1 <= num_samples <= limit
+    isinstance(num_samples, bool)
+    or not isinstance(num_samples, int)
+    or not 1 <= num_samples <= limit
   ):
     raise ValueError(
-        f"num_samples must be a Python int in [1, {limit}] (it sets array shapes and"
-        f" indexes samples in int32); got num_samples={num_samples!r}."
+      f"num_samples must be a Python int in [1, {limit}] (it sets array shapes and"
+      f" indexes samples in int32); got num_samples={num_samples!r}."
     )
 
 
@@ -98,8 +100,8 @@ def _check_one_hot(logits: Array, sample: Array) -> None:
   """sample must have logits' shape and, where concrete, one-hot (or all-NaN) rows."""
   if getattr(sample, "shape", None) != logits.shape:
     raise ValueError(
-        "sample must be a one-hot array with the shape of logits"
-        f" {logits.shape}; got shape {getattr(sample, 'shape', None)}."
+      "sample must be a one-hot array with the shape of logits"
+      f" {logits.shape}; got shape {getattr(sample, 'shape', None)}."
     )
   value = _concrete(sample)
   if value is None:
@@ -111,9 +113,9 @@ def _check_one_hot(logits: Array, sample: Array) -> None:
   if bad.any():
     row = int(np.argmax(bad))
     raise ValueError(
-        "sample must be one-hot (entries 0 or 1, one 1 per row; a soft or relaxed"
-        f" sample is not allowed); row {row} of the flattened sample is"
-        f" {value[row].tolist()}."
+      "sample must be one-hot (entries 0 or 1, one 1 per row; a soft or relaxed"
+      f" sample is not allowed); row {row} of the flattened sample is"
+      f" {value[row].tolist()}."
     )
 
 
@@ -178,10 +180,10 @@ def _first_derivatives_only(fn, name: str):
   def refuse(primals, tangents):
     del primals, tangents
     raise ValueError(
-        f"{name} defines first derivatives only: its backward pass cannot be differentiated"
-        " (jax.grad of jax.grad, jax.hessian, jax.jacfwd of a gradient). Use"
-        " st_gumbel_softmax, whose second derivative is that of softmax_tau(logits + G) at"
-        " fixed G, or stop_gradient the gradient."
+      f"{name} defines first derivatives only: its backward pass cannot be differentiated"
+      " (jax.grad of jax.grad, jax.hessian, jax.jacfwd of a gradient). Use"
+      " st_gumbel_softmax, whose second derivative is that of softmax_tau(logits + G) at"
+      " fixed G, or stop_gradient the gradient."
     )
 
   guarded.defjvp(refuse)
@@ -209,7 +211,7 @@ def _one_hot_estimator(backward):
     key, logits, sample, tau = residuals
     dtype = _compute_dtype(logits.dtype)
     grad = backward(
-        key, logits.astype(dtype), sample.astype(dtype), cotangent.astype(dtype), tau, *options
+      key, logits.astype(dtype), sample.astype(dtype), cotangent.astype(dtype), tau, *options
     )
     return None, _finish_grad(logits, grad), None
 

@@ -27,7 +27,9 @@ def _zgr_backward(key, logits, sample, cotangent, tau):
   del key, tau
   probs = jax.nn.softmax(logits, axis=-1)
   mean_cotangent = jnp.sum(cotangent * probs, axis=-1, keepdims=True)  # <g, p>
-  sampled_cotangent = jnp.sum(jnp.where(sample.astype(bool), cotangent, 0.0), axis=-1, keepdims=True)
+  sampled_cotangent = jnp.sum(
+    jnp.where(sample.astype(bool), cotangent, 0.0), axis=-1, keepdims=True
+  )
   straight_through = probs * (cotangent - mean_cotangent)
   # DARN's coefficient <g, D - p*> holds p fixed (the surrogate's stop_gradient),
   # so that the derivative of this backward pass is the surrogate's Hessian.
@@ -73,7 +75,8 @@ def zgr(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
 
 
 def _moving_with_logits(point, logits):
-  """``point`` (on the simplex) with the derivative of softmax(logits + c), c = log(point) - logits held fixed.
+  """``point`` (on the simplex) with the derivative of softmax(logits + c), c = log(point) - logits
+  held fixed.
 
   Its value is exactly ``point``; only its derivative in the logits changes, to
   the one the estimators' surrogates (a perturbation held fixed) define.
@@ -133,7 +136,9 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
   is_top = sample.astype(bool)
   max_logit = jnp.max(logits, axis=-1, keepdims=True)
   if gap_rule == "p":
-    log_prob = jnp.sum(jnp.where(is_top, jax.nn.log_softmax(logits, axis=-1), 0.0), axis=-1, keepdims=True)
+    log_prob = jnp.sum(
+      jnp.where(is_top, jax.nn.log_softmax(logits, axis=-1), 0.0), axis=-1, keepdims=True
+    )
     prob = jnp.exp(log_prob)
     # -log(1 - p) / p, which tends to 1 as p -> 0 and to +inf as p -> 1.
     gap = jnp.where(prob > 0.0, -jnp.log1p(-prob) / jnp.where(prob > 0.0, prob, 1.0), 1.0)
@@ -150,7 +155,7 @@ _gapped_straight_through = _one_hot_estimator(_gapped_backward)
 
 
 def gapped_straight_through(
-    key: Array, logits: Array, *, tau: float | Array = 1.0, gap: float | str = 1.0
+  key: Array, logits: Array, *, tau: float | Array = 1.0, gap: float | str = 1.0
 ) -> Array:
   r"""Gapped straight-through (GST-1.0 and GST-p), Fan et al. (ICML 2022).
 
@@ -182,7 +187,9 @@ def gapped_straight_through(
   """
   _check_logits(logits)
   tau = _check_tau(tau, logits)
-  fixed = isinstance(gap, (int, float)) and not isinstance(gap, bool) and math.isfinite(gap) and gap > 0
+  fixed = (
+    isinstance(gap, (int, float)) and not isinstance(gap, bool) and math.isfinite(gap) and gap > 0
+  )
   if not fixed and gap != "p":
     raise ValueError(f'gap must be a number > 0 (1.0: GST-1.0) or "p" (GST-p); got gap={gap!r}.')
   return _gapped_straight_through(key, logits, tau, (float(gap) if fixed else gap,))

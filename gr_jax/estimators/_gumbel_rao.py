@@ -65,9 +65,7 @@ def _sample_exponentials(key: Array, start, size: int, shape, dtype) -> Array:
   return jax.vmap(lambda k: -jnp.log(_uniform_open(k, shape, dtype)))(keys)
 
 
-def conditional_gumbel(
-    key: Array, logits: Array, sample: Array, num_samples: int
-) -> Array:
+def conditional_gumbel(key: Array, logits: Array, sample: Array, num_samples: int) -> Array:
   r"""K samples of ``logits + G`` conditioned on ``argmax(logits + G) = sample``.
 
   With :math:`i` the index of the one-hot ``sample``,
@@ -203,8 +201,8 @@ def korobov_vector(num_points: int, dim: int) -> np.ndarray:
   """
   if not 1 <= num_points <= MAX_LATTICE_POINTS:
     raise ValueError(
-        f"the lattice needs 1 <= num_points <= {MAX_LATTICE_POINTS} (k * z mod K is computed"
-        f" in int32); got num_points={num_points}. Use gumbel_rao (gr_mc<K>) for larger K."
+      f"the lattice needs 1 <= num_points <= {MAX_LATTICE_POINTS} (k * z mod K is computed"
+      f" in int32); got num_points={num_points}. Use gumbel_rao (gr_mc<K>) for larger K."
     )
   if num_points < 3:
     return np.ones(dim, np.int64)
@@ -216,7 +214,9 @@ def korobov_vector(num_points: int, dim: int) -> np.ndarray:
   for batch in np.array_split(candidates, max(1, len(candidates) // 16)):
     z = _powers(batch, search_dim, num_points)  # [C, d]
     x = (k * z[None] % num_points) / num_points  # [K, C, d]
-    criteria.append(np.mean(np.prod(1.0 + 2.0 * np.pi**2 * (x * x - x + 1.0 / 6.0), axis=-1), axis=0))
+    criteria.append(
+      np.mean(np.prod(1.0 + 2.0 * np.pi**2 * (x * x - x + 1.0 / 6.0), axis=-1), axis=0)
+    )
   best = candidates[int(np.argmin(np.concatenate(criteria)))]
   return _powers(np.array([best]), dim, num_points)[0]
 
@@ -275,12 +275,12 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
   head_log_ratio = jnp.minimum(log_ratio, _HEAD_LOG_RATIO)
   is_top = sample.astype(bool)
   rows = (
-      jnp.exp(head_log_ratio),
-      log_ratio - head_log_ratio,
-      is_top,
-      jnp.isneginf(logits),
-      cotangent,
-      tau,
+    jnp.exp(head_log_ratio),
+    log_ratio - head_log_ratio,
+    is_top,
+    jnp.isneginf(logits),
+    cotangent,
+    tau,
   )
   if sampler == "mc":
     noise_state, noise = keys, functools.partial(_monte_carlo_exponentials, logits.dtype)
@@ -321,14 +321,16 @@ def _gr_grad_fn(num_samples: int, sampler: str, chunk_elements: int):
 
   @custom_vmap
   def grad_fn(keys, logits, sample, cotangent, tau):
-    return _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample, cotangent, tau)
+    return _gr_batched_grad(
+      num_samples, sampler, chunk_elements, keys, logits, sample, cotangent, tau
+    )
 
   @grad_fn.def_vmap
   def _merge_batch_axes(axis_size, in_batched, *args):
     # Fold the vmapped axis into the batch axis, so that chunks see every row.
     args = [
-        a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-        for a, batched in zip(args, in_batched)
+      a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+      for a, batched in zip(args, in_batched)
     ]
     merged = grad_fn(*(a.reshape(-1, *a.shape[2:]) for a in args))
     return merged.reshape(axis_size, -1, *merged.shape[1:]), True
@@ -339,10 +341,12 @@ def _gr_grad_fn(num_samples: int, sampler: str, chunk_elements: int):
 def _gumbel_rao_backward(key, logits, sample, cotangent, tau, num_samples, sampler):
   num_categories = logits.shape[-1]
   as_rows = lambda x: x.reshape(1, -1, num_categories)
-  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,)).reshape(1, -1, 1)
+  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,)).reshape(
+    1, -1, 1
+  )
   backward_key = jax.random.fold_in(_typed_key(key), _BACKWARD_STREAM)
   grad = _gr_grad_fn(num_samples, sampler, max_chunk_elements())(
-      backward_key[None], as_rows(logits), as_rows(sample), as_rows(cotangent), row_tau
+    backward_key[None], as_rows(logits), as_rows(sample), as_rows(cotangent), row_tau
   )
   return grad.reshape(logits.shape)
 
@@ -350,7 +354,9 @@ def _gumbel_rao_backward(key, logits, sample, cotangent, tau, num_samples, sampl
 _gumbel_rao = _one_hot_estimator(_gumbel_rao_backward)
 
 
-def gumbel_rao(key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 10) -> Array:
+def gumbel_rao(
+  key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 10
+) -> Array:
   r"""Gumbel-Rao Monte Carlo estimator (GR-MCK), Paulus et al. 2021.
 
   Forward: an exact one-hot sample :math:`D \sim
@@ -424,7 +430,7 @@ def gumbel_rao(key: Array, logits: Array, *, tau: float | Array = 1.0, num_sampl
 
 
 def gumbel_rao_qmc(
-    key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 100, tent: bool = True
+  key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 100, tent: bool = True
 ) -> Array:
   r"""Gumbel-Rao with randomized quasi-Monte Carlo conditional samples (GR-QMCK).
 
@@ -501,10 +507,12 @@ def _binary_conditional_product(log_odds, tau):
   low = jnp.minimum(log_odds, bend) - _WINDOW_MARGIN
   below_one = tau < 1.0
   h_decayed = jnp.maximum(
-      _softplus_inverse(45.0 * tau),
-      bend + _WINDOW_MARGIN * tau / jnp.where(below_one, 1.0 - tau, 1.0),
+    _softplus_inverse(45.0 * tau),
+    bend + _WINDOW_MARGIN * tau / jnp.where(below_one, 1.0 - tau, 1.0),
   )
-  high = jnp.where(below_one, jnp.minimum(log_odds + _WINDOW_MARGIN, h_decayed), log_odds + _WINDOW_MARGIN)
+  high = jnp.where(
+    below_one, jnp.minimum(log_odds + _WINDOW_MARGIN, h_decayed), log_odds + _WINDOW_MARGIN
+  )
   high = jnp.maximum(high, low + 1.0)
   fractions = jnp.linspace(0.0, 1.0, _TRAPEZOID_NODES, dtype=log_odds.dtype)
   step = (high - low) / (_TRAPEZOID_NODES - 1)
@@ -577,8 +585,8 @@ def gumbel_rao_exact(key: Array, logits: Array, *, tau: float | Array = 1.0) -> 
   _check_logits(logits)
   if logits.shape[-1] != 2:
     raise ValueError(
-        "gumbel_rao_exact needs binary variables: logits.shape[-1] must be 2;"
-        f" got shape {logits.shape}. Use gumbel_rao or gumbel_rao_qmc for n > 2."
+      "gumbel_rao_exact needs binary variables: logits.shape[-1] must be 2;"
+      f" got shape {logits.shape}. Use gumbel_rao or gumbel_rao_qmc for n > 2."
     )
   tau = _check_tau(tau, logits)
   return _gumbel_rao_exact(key, logits, tau, ())

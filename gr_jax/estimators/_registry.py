@@ -16,10 +16,10 @@ from typing import Any, Callable
 from gr_jax.estimators._core import MAX_NUM_SAMPLES, Array
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
 from gr_jax.estimators._gumbel_rao import (
-    MAX_LATTICE_POINTS,
-    gumbel_rao,
-    gumbel_rao_exact,
-    gumbel_rao_qmc,
+  MAX_LATTICE_POINTS,
+  gumbel_rao,
+  gumbel_rao_exact,
+  gumbel_rao_qmc,
 )
 from gr_jax.estimators._score_function import reinforce
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
@@ -78,15 +78,15 @@ class Estimator:
 
 
 _FIXED = (
-    Estimator("st", straight_through, "straight_through"),
-    Estimator("st_gs", st_gumbel_softmax, "straight_through"),
-    Estimator("gs", gumbel_softmax, "straight_through", relaxed=True),
-    Estimator("gr_exact", gumbel_rao_exact, "gumbel_rao", binary_only=True),
-    Estimator("zgr", zgr, "deterministic"),
-    Estimator("reinmax", reinmax, "deterministic"),
-    Estimator("gst", gapped_straight_through, "deterministic", options=(("gap", 1.0),)),
-    Estimator("gst_p", gapped_straight_through, "deterministic", options=(("gap", "p"),)),
-    Estimator("reinforce", reinforce, "score_function", score_function=True),
+  Estimator("st", straight_through, "straight_through"),
+  Estimator("st_gs", st_gumbel_softmax, "straight_through"),
+  Estimator("gs", gumbel_softmax, "straight_through", relaxed=True),
+  Estimator("gr_exact", gumbel_rao_exact, "gumbel_rao", binary_only=True),
+  Estimator("zgr", zgr, "deterministic"),
+  Estimator("reinmax", reinmax, "deterministic"),
+  Estimator("gst", gapped_straight_through, "deterministic", options=(("gap", 1.0),)),
+  Estimator("gst_p", gapped_straight_through, "deterministic", options=(("gap", "p"),)),
+  Estimator("reinforce", reinforce, "score_function", score_function=True),
 )
 _BY_NAME = {estimator.name: estimator for estimator in _FIXED}
 
@@ -119,10 +119,16 @@ class _CountedFamily:
 
 
 _COUNTED = (
-    _CountedFamily("gr_mc", gumbel_rao, "gumbel_rao", MAX_NUM_SAMPLES),
-    _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao", MAX_LATTICE_POINTS),
-    _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao", MAX_LATTICE_POINTS, suffix="_no_tent",
-                   options=(("tent", False),)),
+  _CountedFamily("gr_mc", gumbel_rao, "gumbel_rao", MAX_NUM_SAMPLES),
+  _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao", MAX_LATTICE_POINTS),
+  _CountedFamily(
+    "gr_qmc",
+    gumbel_rao_qmc,
+    "gumbel_rao",
+    MAX_LATTICE_POINTS,
+    suffix="_no_tent",
+    options=(("tent", False),),
+  ),
 )
 
 # The registry's order: the fixed names with the counted families after "gs".
@@ -186,12 +192,12 @@ def get(name: str) -> Estimator:
       num_samples = family.match(name)
       if num_samples is not None and num_samples > family.max_samples:
         raise ValueError(
-            f"estimator {name!r}: K = {num_samples} is more than {family.pattern} allows"
-            f" (K <= {family.max_samples})."
+          f"estimator {name!r}: K = {num_samples} is more than {family.pattern} allows"
+          f" (K <= {family.max_samples})."
         )
       if num_samples is not None:
         return family.estimator(num_samples)
   raise ValueError(
-      f"unknown estimator {name!r}; valid names: {', '.join(name_patterns())}"
-      " (K >= 1, e.g. gr_mc100)."
+    f"unknown estimator {name!r}; valid names: {', '.join(name_patterns())}"
+    " (K >= 1, e.g. gr_mc100)."
   )

@@ -123,8 +123,8 @@ class RunningMeanBaseline:
     """Folds the mean of ``loss`` (no gradient) into the running mean."""
     batch_mean = jnp.mean(jax.lax.stop_gradient(loss)).astype(jnp.float32)
     mean = jnp.where(
-        state.count == 0,
-        batch_mean,
-        self.decay * state.mean + (1.0 - self.decay) * batch_mean,
+      state.count == 0,
+      batch_mean,
+      self.decay * state.mean + (1.0 - self.decay) * batch_mean,
     )
     return BaselineState(mean=mean, count=state.count + 1)

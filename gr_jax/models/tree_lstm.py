@@ -47,17 +47,19 @@ SelectFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 def _symmetric_uniform(scale: float):
   """U(-scale, scale), as PyTorch's ``init.uniform(w, -scale, scale)``."""
-  return lambda key, shape, dtype=jnp.float32: nnx.initializers.uniform(2 * scale)(key, shape, dtype) - scale
+  return lambda key, shape, dtype=jnp.float32: (
+    nnx.initializers.uniform(2 * scale)(key, shape, dtype) - scale
+  )
 
 
 INITIALIZERS = {
-    "normal_0.01": nnx.initializers.normal(0.01),
-    "kaiming_normal": nnx.initializers.variance_scaling(2.0, "fan_in", "normal"),
-    "uniform_0.002": _symmetric_uniform(0.002),
-    "orthogonal": nnx.initializers.orthogonal(),
-    "lecun_normal": nnx.initializers.lecun_normal(),
-    # nnx.Embed's default: variance scaling 1.0, fan-in over the features, normal.
-    "flax_embed": nnx.initializers.variance_scaling(1.0, "fan_in", "normal", out_axis=0),
+  "normal_0.01": nnx.initializers.normal(0.01),
+  "kaiming_normal": nnx.initializers.variance_scaling(2.0, "fan_in", "normal"),
+  "uniform_0.002": _symmetric_uniform(0.002),
+  "orthogonal": nnx.initializers.orthogonal(),
+  "lecun_normal": nnx.initializers.lecun_normal(),
+  # nnx.Embed's default: variance scaling 1.0, fan-in over the features, normal.
+  "flax_embed": nnx.initializers.variance_scaling(1.0, "fan_in", "normal", out_axis=0),
 }
 
 
@@ -80,38 +82,43 @@ def merge_masks(select: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 class GumbelTreeLSTM(nnx.Module):
-
   def __init__(
-      self,
-      vocab_size: int,
-      num_classes: int,
-      *,
-      embed_dim: int = 128,
-      hidden_dim: int = 128,
-      classifier_hidden_dim: int = 128,
-      embed_init: str = "normal_0.01",
-      leaf_init: str = "kaiming_normal",
-      compose_init: str = "kaiming_normal",
-      classifier_init: str = "kaiming_normal",
-      output_init: str = "uniform_0.002",
-      rngs: nnx.Rngs,
+    self,
+    vocab_size: int,
+    num_classes: int,
+    *,
+    embed_dim: int = 128,
+    hidden_dim: int = 128,
+    classifier_hidden_dim: int = 128,
+    embed_init: str = "normal_0.01",
+    leaf_init: str = "kaiming_normal",
+    compose_init: str = "kaiming_normal",
+    classifier_init: str = "kaiming_normal",
+    output_init: str = "uniform_0.002",
+    rngs: nnx.Rngs,
   ):
     self.hidden_dim = hidden_dim
     self.embed = nnx.Embed(vocab_size, embed_dim, embedding_init=initializer(embed_init), rngs=rngs)
     self.leaf = nnx.Linear(embed_dim, 2 * hidden_dim, kernel_init=initializer(leaf_init), rngs=rngs)
-    self.compose = nnx.Linear(2 * hidden_dim, 5 * hidden_dim, kernel_init=initializer(compose_init), rngs=rngs)
+    self.compose = nnx.Linear(
+      2 * hidden_dim, 5 * hidden_dim, kernel_init=initializer(compose_init), rngs=rngs
+    )
     self.query = nnx.Param(0.01 * jax.random.normal(rngs.params(), (hidden_dim,)))
-    self.hidden = nnx.Linear(hidden_dim, classifier_hidden_dim, kernel_init=initializer(classifier_init), rngs=rngs)
-    self.output = nnx.Linear(classifier_hidden_dim, num_classes, kernel_init=initializer(output_init), rngs=rngs)
+    self.hidden = nnx.Linear(
+      hidden_dim, classifier_hidden_dim, kernel_init=initializer(classifier_init), rngs=rngs
+    )
+    self.output = nnx.Linear(
+      classifier_hidden_dim, num_classes, kernel_init=initializer(output_init), rngs=rngs
+    )
 
   def compose_pairs(self, h, c):
     """Tree-LSTM parents of every adjacent pair: ``[B, L, d]`` -> ``[B, L - 1, d]``."""
     gates = self.compose(jnp.concatenate([h[:, :-1], h[:, 1:]], axis=-1))
     i, f_left, f_right, u, o = jnp.split(gates, 5, axis=-1)
     parent_c = (
-        jax.nn.sigmoid(f_left + 1.0) * c[:, :-1]
-        + jax.nn.sigmoid(f_right + 1.0) * c[:, 1:]
-        + jax.nn.sigmoid(i) * jnp.tanh(u)
+      jax.nn.sigmoid(f_left + 1.0) * c[:, :-1]
+      + jax.nn.sigmoid(f_right + 1.0) * c[:, 1:]
+      + jax.nn.sigmoid(i) * jnp.tanh(u)
     )
     return jax.nn.sigmoid(o) * jnp.tanh(parent_c), parent_c
 

@@ -23,7 +23,10 @@ from flax import nnx
 from gr_jax import estimators
 
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
-KERNEL_INITS = {"glorot_uniform": nnx.initializers.glorot_uniform, "lecun_normal": nnx.initializers.lecun_normal}
+KERNEL_INITS = {
+  "glorot_uniform": nnx.initializers.glorot_uniform,
+  "lecun_normal": nnx.initializers.lecun_normal,
+}
 PRIORS = ("learned", "uniform")
 
 
@@ -59,9 +62,11 @@ def hypercube_embedding(sample: jax.Array) -> jax.Array:
 class MLP(nnx.Module):
   """Dense layers (zero biases) with an activation between them (none after the last)."""
 
-  def __init__(self, sizes: Sequence[int], activation: Callable, *, kernel_init: Callable, rngs: nnx.Rngs):
+  def __init__(
+    self, sizes: Sequence[int], activation: Callable, *, kernel_init: Callable, rngs: nnx.Rngs
+  ):
     self.layers = nnx.List(
-        [nnx.Linear(a, b, kernel_init=kernel_init, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])]
+      [nnx.Linear(a, b, kernel_init=kernel_init, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])]
     )
     self.activation = activation
 
@@ -81,26 +86,31 @@ class DiscreteVAE(nnx.Module):
   """
 
   def __init__(
-      self,
-      num_vars: int,
-      arity: int,
-      *,
-      encoder_widths: Sequence[int] = (240, 240),
-      decoder_widths: Sequence[int] = (240, 240),
-      activation: str = "tanh",
-      kernel_init: str = "glorot_uniform",
-      prior: str = "learned",
-      num_pixels: int = 784,
-      rngs: nnx.Rngs,
+    self,
+    num_vars: int,
+    arity: int,
+    *,
+    encoder_widths: Sequence[int] = (240, 240),
+    decoder_widths: Sequence[int] = (240, 240),
+    activation: str = "tanh",
+    kernel_init: str = "glorot_uniform",
+    prior: str = "learned",
+    num_pixels: int = 784,
+    rngs: nnx.Rngs,
   ):
-    for name, value, allowed in (("activation", activation, ACTIVATIONS), ("kernel_init", kernel_init, KERNEL_INITS),
-                                 ("prior", prior, PRIORS)):
+    for name, value, allowed in (
+      ("activation", activation, ACTIVATIONS),
+      ("kernel_init", kernel_init, KERNEL_INITS),
+      ("prior", prior, PRIORS),
+    ):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
     latent_dim = num_vars * log2_arity(arity)
     self.num_vars, self.arity = num_vars, arity
     act, init = ACTIVATIONS[activation], KERNEL_INITS[kernel_init]()
-    self.encoder = MLP([num_pixels, *encoder_widths, num_vars * arity], act, kernel_init=init, rngs=rngs)
+    self.encoder = MLP(
+      [num_pixels, *encoder_widths, num_vars * arity], act, kernel_init=init, rngs=rngs
+    )
     self.decoder = MLP([latent_dim, *decoder_widths, num_pixels], act, kernel_init=init, rngs=rngs)
     self.prior_logits = nnx.Param(jnp.zeros((num_vars, arity))) if prior == "learned" else None
 
@@ -161,13 +171,13 @@ def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau, inp
   sample = estimator(key, logits, tau=tau)
   kl = -latent_term(model, logits, sample)
   bound = bernoulli_log_likelihood(model.decode(sample), x) - kl
-  log_q = jnp.sum(
-      estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1
-  )
+  log_q = jnp.sum(estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1)
   return bound, log_q, kl
 
 
-def iwae_bound(model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100, input_offset=0.0):
+def iwae_bound(
+  model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100, input_offset=0.0
+):
   r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
 
   .. math:: \log \frac{1}{M} \sum_{k=1}^{M} \frac{p(x, D^k)}{q(D^k \mid x)},

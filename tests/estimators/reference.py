@@ -29,7 +29,7 @@ TAU = 0.5
 # A loss whose derivative in D depends on D: f(D) = D^T A D, df/dD = (A + A^T) D.
 # A loss whose derivative in D depends on D: f(D) = D^T A D, df/dD = (A + A^T) D.
 A = np.array(
-    [[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]]
+  [[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]]
 )
 
 
@@ -45,8 +45,8 @@ def estimator_draws(estimator_fn, num_draws, seed=0, logits=LOGITS, **kwargs):
 
   def one(key):
     grad, sample = jax.grad(
-        lambda theta: (lambda d: (quadratic_loss(d), d))(estimator_fn(key, theta, **kwargs)),
-        has_aux=True,
+      lambda theta: (lambda d: (quadratic_loss(d), d))(estimator_fn(key, theta, **kwargs)),
+      has_aux=True,
     )(jnp.asarray(logits, jnp.float32))
     return grad, sample
 
@@ -95,10 +95,10 @@ def stgs_reference():
   cond_mean = sums / counts[:, None]
   cond_var = sq_sums / counts[:, None] - cond_mean**2
   return dict(
-      mean=mean,
-      se=np.sqrt(var / total),
-      cond_mean=cond_mean,
-      cond_se=np.sqrt(cond_var / counts[:, None]),
+    mean=mean,
+    se=np.sqrt(var / total),
+    cond_mean=cond_mean,
+    cond_se=np.sqrt(cond_var / counts[:, None]),
   )
 
 
@@ -116,10 +116,10 @@ def trace_var(draws):
 
 # Estimators whose mean is E[ST-GS] (GR-MCK's, conditionally on D as well).
 STGS_MEAN_ESTIMATORS = [
-    pytest.param(estimators.st_gumbel_softmax, {}, id="st_gs"),
-    pytest.param(estimators.gumbel_rao, {"num_samples": 1}, id="gr_mc1"),
-    pytest.param(estimators.gumbel_rao, {"num_samples": 10}, id="gr_mc10"),
-    pytest.param(estimators.gumbel_rao, {"num_samples": 100}, id="gr_mc100"),
+  pytest.param(estimators.st_gumbel_softmax, {}, id="st_gs"),
+  pytest.param(estimators.gumbel_rao, {"num_samples": 1}, id="gr_mc1"),
+  pytest.param(estimators.gumbel_rao, {"num_samples": 10}, id="gr_mc10"),
+  pytest.param(estimators.gumbel_rao, {"num_samples": 100}, id="gr_mc100"),
 ]
 
 

@@ -40,15 +40,22 @@ def _h_jacobian(layer, d):
 
 def _f(d1, d2, d3, xp):
   """A nonlinear loss of all three variables."""
-  return xp.sin(A_F[0] @ d1) + d1 @ B_F @ d3 + (A_F[2] @ d3) ** 2 + xp.exp(0.3 * (A_F[1] @ d2)) * (d2 @ d3)
+  return (
+    xp.sin(A_F[0] @ d1)
+    + d1 @ B_F @ d3
+    + (A_F[2] @ d3) ** 2
+    + xp.exp(0.3 * (A_F[1] @ d2)) * (d2 @ d3)
+  )
 
 
 def _f_partials(d1, d2, d3):
   """(df/dD^1, df/dD^2, df/dD^3), by hand."""
   e = np.exp(0.3 * (A_F[1] @ d2))
-  return (np.cos(A_F[0] @ d1) * A_F[0] + B_F @ d3,
-          0.3 * e * (d2 @ d3) * A_F[1] + e * d3,
-          B_F.T @ d1 + 2.0 * (A_F[2] @ d3) * A_F[2] + e * d2)
+  return (
+    np.cos(A_F[0] @ d1) * A_F[0] + B_F @ d3,
+    0.3 * e * (d2 @ d3) * A_F[1] + e * d3,
+    B_F.T @ d1 + 2.0 * (A_F[2] @ d3) * A_F[2] + e * d2,
+  )
 
 
 def _softmax(x):
@@ -63,17 +70,22 @@ def _surrogate_jacobian(name, key, logits, sample):
   conditional samples.
   """
   if name == "st_gs":
-    points = (np.asarray(logits) + np.asarray(jax.random.gumbel(key, logits.shape, jnp.float64)))[None]
+    points = (np.asarray(logits) + np.asarray(jax.random.gumbel(key, logits.shape, jnp.float64)))[
+      None
+    ]
   else:
-    points = np.asarray(estimators.conditional_gumbel(
-        jax.random.fold_in(key, 1), logits, sample, NUM_SAMPLES))
+    points = np.asarray(
+      estimators.conditional_gumbel(jax.random.fold_in(key, 1), logits, sample, NUM_SAMPLES)
+    )
   s = _softmax(points / TAU)  # [K, ..., n]
   jacobians = (s[..., :, None] * np.eye(N_CATEGORIES) - s[..., :, None] * s[..., None, :]) / TAU
   return jacobians.mean(0)
 
 
-ESTIMATORS = {"st_gs": estimators.st_gumbel_softmax,
-              "gr_mc": lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=NUM_SAMPLES)}
+ESTIMATORS = {
+  "st_gs": estimators.st_gumbel_softmax,
+  "gr_mc": lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=NUM_SAMPLES),
+}
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
@@ -93,8 +105,10 @@ def test_sequential_case_equals_appendix_b_surrogate(name):
       grad, samples = jax.grad(loss, has_aux=True)(theta1)
       d1, d2, d3 = (np.asarray(d) for d in samples)
       theta2, theta3 = _h(0, d1, np), _h(1, d2, np)
-      jac1, jac2, jac3 = (_surrogate_jacobian(name, k, jnp.asarray(t), jnp.asarray(d))
-                          for k, t, d in zip(keys, (theta1, theta2, theta3), (d1, d2, d3)))
+      jac1, jac2, jac3 = (
+        _surrogate_jacobian(name, k, jnp.asarray(t), jnp.asarray(d))
+        for k, t, d in zip(keys, (theta1, theta2, theta3), (d1, d2, d3))
+      )
       partial1, partial2, partial3 = _f_partials(d1, d2, d3)
       # L_3, then L_2 and L_1 with the upstream total derivative dL_{j+1}/dD^j held fixed.
       total3 = partial3

@@ -30,7 +30,9 @@ def test_sample_frequencies_match_softmax(name):
   estimator = estimators.get(name)
   theta = LOGITS[: _categories(estimator, len(LOGITS))]
   keys = jax.random.split(jax.random.key(7), 40_000)
-  samples = np.asarray(jax.vmap(lambda k: estimator(k, jnp.asarray(theta, jnp.float32), tau=0.5))(keys))
+  samples = np.asarray(
+    jax.vmap(lambda k: estimator(k, jnp.asarray(theta, jnp.float32), tau=0.5))(keys)
+  )
   if estimator.relaxed:
     assert np.all((samples >= 0) & (samples <= 1))
     assert np.mean(samples.max(-1) < 1) > 0.5  # relaxed, not one-hot (float32 may saturate)
@@ -85,7 +87,9 @@ def test_bad_tau_and_integer_logits(name):
 def test_errors_are_raised_at_trace_time_under_jit(name):
   estimator = estimators.get(name)
   with pytest.raises(ValueError, match="tau"):
-    jax.jit(lambda t: estimator(jax.random.key(0), t, tau=-0.5))(jnp.zeros(_categories(estimator, 3)))
+    jax.jit(lambda t: estimator(jax.random.key(0), t, tau=-0.5))(
+      jnp.zeros(_categories(estimator, 3))
+    )
 
 
 @pytest.mark.slow
@@ -109,15 +113,15 @@ def test_per_variable_tau_equals_scalar_tau_row_by_row(name):
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
-    "tau, message",
-    [
-        (lambda n: np.array([0.5, -0.1, 1.0, 1.0]).reshape(4, 1, 1), "finite and > 0"),
-        (lambda n: np.array([0.5, np.nan, 1.0, 1.0]).reshape(4, 1, 1), "finite and > 0"),
-        (lambda n: np.full((4, 1, 1), np.inf), "finite and > 0"),
-        (lambda n: np.ones(4), r"broadcastable to logits.shape\[:-1\] \+ \(1,\) = \(4, 3, 1\)"),
-        (lambda n: np.ones((4, 3, n)), "one temperature per variable"),
-        (lambda n: "0.5", "real number"),
-    ],
+  "tau, message",
+  [
+    (lambda n: np.array([0.5, -0.1, 1.0, 1.0]).reshape(4, 1, 1), "finite and > 0"),
+    (lambda n: np.array([0.5, np.nan, 1.0, 1.0]).reshape(4, 1, 1), "finite and > 0"),
+    (lambda n: np.full((4, 1, 1), np.inf), "finite and > 0"),
+    (lambda n: np.ones(4), r"broadcastable to logits.shape\[:-1\] \+ \(1,\) = \(4, 3, 1\)"),
+    (lambda n: np.ones((4, 3, n)), "one temperature per variable"),
+    (lambda n: "0.5", "real number"),
+  ],
 )
 def test_bad_array_tau_is_rejected(name, tau, message):
   estimator = estimators.get(name)
@@ -131,12 +135,14 @@ def test_degenerate_rows_give_nan_samples_and_gradients(name):
   estimator = estimators.get(name)
   inf, nan = np.inf, np.nan
   n = _categories(estimator, 3)
-  logits = jnp.array([
+  logits = jnp.array(
+    [
       [0.5, -inf, 1.0],  # valid, with a mask
       [0.5, nan, 1.0],
       [-inf, -inf, -inf],
       [0.5, inf, 1.0],
-  ])[:, :n]
+    ]
+  )[:, :n]
   cotangent = jnp.array([[1.0, 2.0, -1.0]] * 4)[:, :n]
   sample, vjp = jax.vjp(lambda t: estimator(jax.random.key(0), t, tau=0.5), logits)
   grad = np.asarray(vjp(cotangent)[0])

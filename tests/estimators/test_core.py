@@ -23,7 +23,9 @@ def test_soft_samples_are_rejected_where_concrete():
   with pytest.raises(ValueError, match="one-hot"):
     estimators.categorical_log_prob(logits, soft)
   with pytest.raises(ValueError, match="one-hot"):
-    estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0]]))
+    estimators.categorical_log_prob(
+      jnp.zeros((2, 3)), jnp.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    )
   # All-NaN rows (the sample of a degenerate row) and traced samples pass.
   estimators.categorical_log_prob(jnp.zeros((2, 3)), jnp.array([[0.0, 1.0, 0.0], [np.nan] * 3]))
   jax.jit(estimators.categorical_log_prob)(logits, soft)
@@ -33,7 +35,9 @@ def test_error_messages_print_plain_numbers_and_ask_for_an_array():
   logits = jnp.zeros((2, 3))
   with pytest.raises(ValueError, match=r"^tau must be finite and > 0; got tau=-1\.0\.$"):
     estimators.st_gumbel_softmax(jax.random.key(0), logits, tau=np.array([[0.5], [-1.0]]))
-  with pytest.raises(ValueError, match=r"not a list: pass an array \(jnp\.asarray\(\[0\.5, 1\.0\]\)\)"):
+  with pytest.raises(
+    ValueError, match=r"not a list: pass an array \(jnp\.asarray\(\[0\.5, 1\.0\]\)\)"
+  ):
     estimators.st_gumbel_softmax(jax.random.key(0), logits, tau=[0.5, 1.0])
   with pytest.raises(ValueError, match=r'gap must be a number > 0 \(1\.0: GST-1\.0\) or "p"'):
     estimators.gapped_straight_through(jax.random.key(0), logits, gap="1.0")

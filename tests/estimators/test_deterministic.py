@@ -36,7 +36,9 @@ def test_reinmax_hand_computed():
   np.testing.assert_allclose(grad, [0.25, -0.25], rtol=1e-6)
 
 
-@pytest.mark.parametrize("index, perturbed", [(0, [1.0, 0.0, -1.0]), (1, [0.0, 1.0, -1.0]), (2, [0.0, 0.0, 1.0])])
+@pytest.mark.parametrize(
+  "index, perturbed", [(0, [1.0, 0.0, -1.0]), (1, [0.0, 1.0, -1.0]), (2, [0.0, 0.0, 1.0])]
+)
 def test_gst_hand_computed(index, perturbed):
   """theta = [1, 0, -1], gap 1: the sample's logit goes up to the max (1), the
   others down to at most max - 1 = 0; the gradient is the softmax VJP there."""
@@ -57,8 +59,13 @@ def test_gst_p_hand_computed():
   g = np.array([1.0, 2.0, 4.0])
   for index in range(3):
     key = key_with_sample(jnp.asarray(logits_np, jnp.float32), index)
-    _, grad = vjp_at(estimators.get("gst_p"), key, jnp.asarray(logits_np, jnp.float32),
-                      jnp.asarray(g, jnp.float32), 1.0)
+    _, grad = vjp_at(
+      estimators.get("gst_p"),
+      key,
+      jnp.asarray(logits_np, jnp.float32),
+      jnp.asarray(g, jnp.float32),
+      1.0,
+    )
     gap = -np.log(1.0 - p[index]) / p[index]
     perturbed = np.minimum(logits_np, logits_np.max() - gap)
     perturbed[index] = logits_np.max()
@@ -101,8 +108,15 @@ def test_zgr_is_the_zero_temperature_limit_of_gumbel_rao():
   for _ in range(8):
     key = key_with_sample(logits, index, start=seed)
     seed = int(jax.random.key_data(key)[-1]) + 1
-    draws.append(vjp_at(lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=1_000_000),
-                         key, logits, g, 0.01)[1])
+    draws.append(
+      vjp_at(
+        lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=1_000_000),
+        key,
+        logits,
+        g,
+        0.01,
+      )[1]
+    )
   draws = np.array(draws)
   _, limit = vjp_at(estimators.zgr, key, logits, g, 1.0)
   tolerance = Z * draws.std(0, ddof=1) / np.sqrt(len(draws)) + 3 * 0.01 * np.abs(limit).max()
@@ -116,8 +130,10 @@ def test_zgr_is_the_limit_of_gr_exact():
   g = jnp.array([[1.0, -2.0], [0.5, 3.0], [1.0, 0.0]])
   key = jax.random.key(3)
   _, limit = vjp_at(estimators.zgr, key, logits, g, 1.0)
-  errors = [np.abs(vjp_at(estimators.gumbel_rao_exact, key, logits, g, tau)[1] - limit).max()
-            for tau in (1e-2, 1e-3, 1e-4)]
+  errors = [
+    np.abs(vjp_at(estimators.gumbel_rao_exact, key, logits, g, tau)[1] - limit).max()
+    for tau in (1e-2, 1e-3, 1e-4)
+  ]
   assert errors[2] < 1e-3 * np.abs(limit).max(), errors
   assert errors[0] > errors[1] > errors[2], errors
 
@@ -159,25 +175,29 @@ def _gst_gradient(theta0, index, tau, gap_rule):
 
 
 def _reinmax_gradient(theta0, index, tau):
-  """theta -> gradient of 2 softmax(theta + c) - softmax(theta) / 2, c = log pi_1(theta0) - theta0."""
+  """theta -> grad of 2 softmax(theta + c) - softmax(theta) / 2, c= log pi_1(theta0) - theta0."""
   pi_1 = 0.5 * (np.eye(len(theta0))[index] + softmax_np(theta0 / tau))
   shift = np.log(pi_1) - theta0
-  return lambda theta, w: (2.0 * _softmax_vjp_np(softmax_np(theta + shift), w)
-                           - 0.5 * _softmax_vjp_np(softmax_np(theta), w))
+  return lambda theta, w: (
+    2.0 * _softmax_vjp_np(softmax_np(theta + shift), w)
+    - 0.5 * _softmax_vjp_np(softmax_np(theta), w)
+  )
 
 
 def _zgr_gradient(theta0, index, tau):
   """theta -> gradient of (softmax(theta) + (D - p0) log p_D(theta)) / 2, p0 = softmax(theta0)."""
   del tau
   d, p0 = np.eye(len(theta0))[index], softmax_np(theta0)
-  return lambda theta, w: 0.5 * (_softmax_vjp_np(softmax_np(theta), w) + (w @ (d - p0)) * (d - softmax_np(theta)))
+  return lambda theta, w: (
+    0.5 * (_softmax_vjp_np(softmax_np(theta), w) + (w @ (d - p0)) * (d - softmax_np(theta)))
+  )
 
 
 SURROGATES = {
-    "gst": lambda theta0, index, tau: _gst_gradient(theta0, index, tau, "1.0"),
-    "gst_p": lambda theta0, index, tau: _gst_gradient(theta0, index, tau, "p"),
-    "reinmax": _reinmax_gradient,
-    "zgr": _zgr_gradient,
+  "gst": lambda theta0, index, tau: _gst_gradient(theta0, index, tau, "1.0"),
+  "gst_p": lambda theta0, index, tau: _gst_gradient(theta0, index, tau, "p"),
+  "reinmax": _reinmax_gradient,
+  "zgr": _zgr_gradient,
 }
 
 
@@ -195,8 +215,12 @@ def _second_derivative(name, logits_np, index, tau, w, v):
     library = np.asarray(jax.grad(directional)(logits))
   gradient = SURROGATES[name](logits_np, index, tau)
   step = 1e-6
-  expected = np.array([(v @ gradient(logits_np + step * e, w) - v @ gradient(logits_np - step * e, w)) / (2 * step)
-                       for e in np.eye(len(logits_np))])
+  expected = np.array(
+    [
+      (v @ gradient(logits_np + step * e, w) - v @ gradient(logits_np - step * e, w)) / (2 * step)
+      for e in np.eye(len(logits_np))
+    ]
+  )
   return library, expected
 
 
@@ -204,8 +228,14 @@ def test_gst_second_derivative_of_the_issue_example():
   """GST-1.0 at logits [0.2, 0.5, -0.1], D = 0, tau 0.5, w = [1, -2, 0.5], v = [0.3, 1, -0.7]:
   the surrogate's finite differences give [0.611, -0.742, 0.130] (the review's numbers);
   before the fix the library returned [0, 0, 0]."""
-  library, expected = _second_derivative("gst", np.array([0.2, 0.5, -0.1]), 0, 0.5,
-                                         np.array([1.0, -2.0, 0.5]), np.array([0.3, 1.0, -0.7]))
+  library, expected = _second_derivative(
+    "gst",
+    np.array([0.2, 0.5, -0.1]),
+    0,
+    0.5,
+    np.array([1.0, -2.0, 0.5]),
+    np.array([0.3, 1.0, -0.7]),
+  )
   np.testing.assert_allclose(expected, [0.611, -0.742, 0.130], atol=1e-3)
   np.testing.assert_allclose(library, expected, rtol=1e-6, atol=1e-8)
 

@@ -59,12 +59,10 @@ def test_total_derivative_through_g_would_fail():
 @pytest.mark.slow
 def test_variance_falls_with_k_and_gr_mc1_matches_stgs():
   draws = {
-      "st_gs": estimator_draws(estimators.st_gumbel_softmax, 20_000, seed=1, tau=TAU)[0],
+    "st_gs": estimator_draws(estimators.st_gumbel_softmax, 20_000, seed=1, tau=TAU)[0],
   }
   for k in (1, 10, 100):
-    draws[k] = estimator_draws(
-        estimators.gumbel_rao, 20_000, seed=2 + k, tau=TAU, num_samples=k
-    )[0]
+    draws[k] = estimator_draws(estimators.gumbel_rao, 20_000, seed=2 + k, tau=TAU, num_samples=k)[0]
   var = {name: trace_var(d) for name, d in draws.items()}
   v_stgs, se_stgs = var["st_gs"]
   v1, se1 = var[1]
@@ -85,7 +83,7 @@ def test_conditional_gumbel_argmax_equals_sample(scale):
   g = estimators.conditional_gumbel(jax.random.key(4), logits, sample, 50)
   assert g.shape == (50, 64, 7)
   np.testing.assert_array_equal(
-      np.asarray(jnp.argmax(g, -1)), np.broadcast_to(np.asarray(sample.argmax(-1)), (50, 64))
+    np.asarray(jnp.argmax(g, -1)), np.broadcast_to(np.asarray(sample.argmax(-1)), (50, 64))
   )
   assert np.isfinite(np.asarray(g)).all()
 
@@ -95,9 +93,7 @@ def test_conditional_gumbel_max_is_gumbel_log_z():
   logits = jnp.asarray(LOGITS, jnp.float32)
   log_z = float(jax.nn.logsumexp(logits))
   for i in range(N):
-    g = estimators.conditional_gumbel(
-        jax.random.key(10 + i), logits, jax.nn.one_hot(i, N), 20_000
-    )
+    g = estimators.conditional_gumbel(jax.random.key(10 + i), logits, jax.nn.one_hot(i, N), 20_000)
     top = np.asarray(g[:, i], np.float64)
     # Gumbel(loc=logZ) CDF; p-value threshold 1e-4 per category.
     p = stats.kstest(top, stats.gumbel_r(loc=log_z).cdf).pvalue
@@ -113,7 +109,7 @@ def test_conditional_gumbel_coordinates_match_rejection_sampling():
   for i in range(N):
     accepted = x[idx == i]
     g = np.asarray(
-        estimators.conditional_gumbel(jax.random.key(20 + i), logits, jax.nn.one_hot(i, N), 20_000)
+      estimators.conditional_gumbel(jax.random.key(20 + i), logits, jax.nn.one_hot(i, N), 20_000)
     )
     for j in range(N):
       # Two-sample KS test, threshold 1e-4 per (i, j) pair (16 pairs).
@@ -145,7 +141,7 @@ def test_chunked_backward_equals_unchunked_distribution(monkeypatch):
   assert_mean_close(draws, mean, se)
   # softmax Jacobians have zero row sums: a constant cotangent gives zero grad.
   g = jax.grad(lambda t: jnp.sum(estimators.gumbel_rao(jax.random.key(0), t, num_samples=7)))(
-      jnp.asarray(LOGITS, jnp.float32)
+    jnp.asarray(LOGITS, jnp.float32)
   )
   np.testing.assert_allclose(g, 0.0, atol=1e-6)
 
@@ -161,7 +157,7 @@ def test_jit_vmap_grad_compose_without_recompiling():
     def loss(theta):
       keys = jax.random.split(key, theta.shape[0])
       samples = jax.vmap(lambda k, t: estimators.gumbel_rao(k, t, tau=0.5, num_samples=20))(
-          keys, theta
+        keys, theta
       )
       return jnp.sum(samples * jnp.arange(theta.shape[-1]))
 
@@ -177,15 +173,15 @@ def test_jit_vmap_grad_compose_without_recompiling():
 
 
 @pytest.mark.parametrize(
-    "kwargs, field",
-    [
-        ({"tau": 0.0}, "tau"),
-        ({"tau": -1.0}, "tau"),
-        ({"tau": float("inf")}, "tau"),
-        ({"num_samples": 0}, "num_samples"),
-        ({"num_samples": 2.5}, "num_samples"),
-        ({"num_samples": True}, "num_samples"),
-    ],
+  "kwargs, field",
+  [
+    ({"tau": 0.0}, "tau"),
+    ({"tau": -1.0}, "tau"),
+    ({"tau": float("inf")}, "tau"),
+    ({"num_samples": 0}, "num_samples"),
+    ({"num_samples": 2.5}, "num_samples"),
+    ({"num_samples": True}, "num_samples"),
+  ],
 )
 def test_gumbel_rao_bad_arguments(kwargs, field):
   with pytest.raises(ValueError, match=field):
@@ -195,7 +191,9 @@ def test_gumbel_rao_bad_arguments(kwargs, field):
 MULTI_LOGITS = np.array([[0.9, -0.3, 0.2, -1.1], [-0.5, 1.4, 0.1, 0.3], [0.0, -0.8, -2.0, 1.0]])
 
 
-MULTI_W = np.random.default_rng(17).normal(size=MULTI_LOGITS.shape) * np.array([[1.0], [3.0], [-2.0]])
+MULTI_W = np.random.default_rng(17).normal(size=MULTI_LOGITS.shape) * np.array(
+  [[1.0], [3.0], [-2.0]]
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -242,14 +240,16 @@ def _multi_draws(fn, num_draws, seed, **kwargs):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "fn, kwargs",
-    [
-        *STGS_MEAN_ESTIMATORS,
-        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 1}, id="gr_qmc1"),
-        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 10}, id="gr_qmc10"),
-        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 100, "tent": False}, id="gr_qmc100_no_tent"),
-        pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 100}, id="gr_qmc100"),
-    ],
+  "fn, kwargs",
+  [
+    *STGS_MEAN_ESTIMATORS,
+    pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 1}, id="gr_qmc1"),
+    pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 10}, id="gr_qmc10"),
+    pytest.param(
+      estimators.gumbel_rao_qmc, {"num_samples": 100, "tent": False}, id="gr_qmc100_no_tent"
+    ),
+    pytest.param(estimators.gumbel_rao_qmc, {"num_samples": 100}, id="gr_qmc100"),
+  ],
 )
 def test_multi_variable_mean_equals_exact_stgs_expectation(fn, kwargs):
   mean, se, _, _ = _multi_reference()
@@ -303,10 +303,16 @@ def test_fast_backward_equals_vmapped_reference(tau):
   cotangent = jax.random.normal(jax.random.key(51), logits.shape)
   key = jax.random.key(52)
   num_samples = 20_000
-  sample, vjp = jax.vjp(lambda t: estimators.gumbel_rao(key, t, tau=tau, num_samples=num_samples), logits)
+  sample, vjp = jax.vjp(
+    lambda t: estimators.gumbel_rao(key, t, tau=tau, num_samples=num_samples), logits
+  )
   fast = np.asarray(vjp(cotangent)[0])
-  reference, se = _vmapped_reference_grad(jax.random.key(53), logits, sample, cotangent, tau, num_samples)
-  np.testing.assert_array_less(np.abs(fast - np.asarray(reference)), Z * np.sqrt(2) * np.asarray(se) + 1e-6)
+  reference, se = _vmapped_reference_grad(
+    jax.random.key(53), logits, sample, cotangent, tau, num_samples
+  )
+  np.testing.assert_array_less(
+    np.abs(fast - np.asarray(reference)), Z * np.sqrt(2) * np.asarray(se) + 1e-6
+  )
 
 
 def _eq8_reference(logits, cotangent, tau, num=1_000_000, seed=8):
@@ -338,7 +344,9 @@ def test_gumbel_rao_exact_at_large_tau(tau, x64):
     dtype = jnp.float64 if x64 else jnp.float32
     logits = jnp.asarray(logits_np, dtype)
     key = jax.random.key(9)
-    sample, vjp = jax.vjp(lambda t: estimators.gumbel_rao(key, t, tau=tau, num_samples=num_samples), logits)
+    sample, vjp = jax.vjp(
+      lambda t: estimators.gumbel_rao(key, t, tau=tau, num_samples=num_samples), logits
+    )
     grad = np.asarray(vjp(jnp.asarray(cotangent_np, dtype))[0], np.float64)
     # The per-sample spread of the fast path, from the reference's own draws.
   assert int(np.argmax(sample)) == 0
@@ -358,11 +366,13 @@ def test_gumbel_rao_mean_equals_stgs_at_tau_100():
   ref_mean, ref_se = stgs.mean(0), stgs.std(0) / np.sqrt(len(stgs))
 
   def one(key):
-    return jax.grad(lambda t: jnp.sum(w * estimators.gumbel_rao(key, t, tau=100.0, num_samples=100)))(
-        jnp.asarray(logits_np, jnp.float32)
-    )
+    return jax.grad(
+      lambda t: jnp.sum(w * estimators.gumbel_rao(key, t, tau=100.0, num_samples=100))
+    )(jnp.asarray(logits_np, jnp.float32))
 
-  draws = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(4), 20_000)), np.float64)
+  draws = np.asarray(
+    jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(4), 20_000)), np.float64
+  )
   assert_mean_close(draws, ref_mean, ref_se)
 
 
@@ -380,10 +390,16 @@ def test_vmapped_gumbel_rao_memory_matches_whole_array():
   key = jax.random.key(1)
 
   def row_grad(k, row):
-    return jax.grad(lambda t: jnp.sum(jnp.arange(16.0) * estimators.gumbel_rao(k, t, num_samples=10_000)))(row)
+    return jax.grad(
+      lambda t: jnp.sum(jnp.arange(16.0) * estimators.gumbel_rao(k, t, num_samples=10_000))
+    )(row)
 
-  whole = _temp_mib(lambda t: jax.grad(lambda t: jnp.sum(
-      jnp.arange(16.0) * estimators.gumbel_rao(key, t, num_samples=10_000)))(t), logits)
+  whole = _temp_mib(
+    lambda t: jax.grad(
+      lambda t: jnp.sum(jnp.arange(16.0) * estimators.gumbel_rao(key, t, num_samples=10_000))
+    )(t),
+    logits,
+  )
   keys = jax.random.split(key, 256)
   vmapped = _temp_mib(jax.vmap(row_grad), keys, logits)
   nested = _temp_mib(jax.vmap(jax.vmap(row_grad)), keys.reshape(16, 16), logits.reshape(16, 16, 16))
@@ -391,7 +407,12 @@ def test_vmapped_gumbel_rao_memory_matches_whole_array():
   bound = 1.5 * whole + 2.0
   # A few float32 chunk buffers: 4 MiB each with CPU's 2**20-element chunks.
   assert whole < 12 * estimators.max_chunk_elements() * 4 / 2**20, whole
-  assert vmapped < bound and nested < bound and shared_key < bound, (whole, vmapped, nested, shared_key)
+  assert vmapped < bound and nested < bound and shared_key < bound, (
+    whole,
+    vmapped,
+    nested,
+    shared_key,
+  )
 
 
 def test_vmapped_gumbel_rao_equals_per_row_calls():
@@ -405,24 +426,37 @@ def test_vmapped_gumbel_rao_equals_per_row_calls():
 
   vmapped = jax.jit(jax.vmap(grad_row))(keys, logits, cotangent)
   for r in range(6):
-    np.testing.assert_allclose(vmapped[r], grad_row(keys[r], logits[r], cotangent[r]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      vmapped[r], grad_row(keys[r], logits[r], cotangent[r]), rtol=1e-5, atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("function, kwargs", [
+@pytest.mark.parametrize(
+  "function, kwargs",
+  [
     (estimators.gumbel_rao, {"num_samples": 5}),
     (estimators.gumbel_rao_qmc, {"num_samples": 5}),
     (estimators.gumbel_rao_exact, {}),
-])
+  ],
+)
 def test_second_derivatives_raise_naming_the_function(function, kwargs):
   """The review's gr_exact case (binary, tau 0.5, logits [0.3, 0], loss weights [1, -2])
   silently returned -0.170, a derivative through the conditional distribution; every
   GR estimator now refuses, naming the function called."""
-  logits = jnp.array([0.3, 0.0]) if function is estimators.gumbel_rao_exact else jnp.asarray(LOGITS, jnp.float32)
+  logits = (
+    jnp.array([0.3, 0.0])
+    if function is estimators.gumbel_rao_exact
+    else jnp.asarray(LOGITS, jnp.float32)
+  )
   weights = jnp.array([1.0, -2.0]) if function is estimators.gumbel_rao_exact else jnp.ones(N)
 
   def loss(t):
     sample = function(jax.random.key(0), t, tau=0.5, **kwargs)
-    return jnp.sum(weights * sample) + quadratic_loss(sample) if sample.shape[-1] == N else jnp.sum(weights * sample)
+    return (
+      jnp.sum(weights * sample) + quadratic_loss(sample)
+      if sample.shape[-1] == N
+      else jnp.sum(weights * sample)
+    )
 
   message = f"^{function.__name__} defines first derivatives only"
   with pytest.raises(ValueError, match=message):
@@ -438,8 +472,13 @@ def _truncated_logistic_product(mu, tau, power=1):
 
   density = lambda x: special.expit(x - mu) * special.expit(mu - x) / special.expit(mu)
   value, _ = integrate.quad(
-      lambda x: (special.expit(x / tau) * special.expit(-x / tau)) ** power * density(x),
-      0.0, np.inf, limit=400, epsabs=1e-13, epsrel=1e-10, points=None,
+    lambda x: (special.expit(x / tau) * special.expit(-x / tau)) ** power * density(x),
+    0.0,
+    np.inf,
+    limit=400,
+    epsabs=1e-13,
+    epsrel=1e-10,
+    points=None,
   )
   return value
 
@@ -452,8 +491,13 @@ def test_gr_exact_equals_quadrature_of_the_difference_of_gumbels(tau):
   logits_np = np.array([[0.3, -0.5], [2.0, -1.0], [-3.0, 1.0], [8.0, 0.0]])
   g_np = np.array([[1.0, -2.0], [0.5, 3.0], [1.0, 0.0], [-1.0, 2.0]])
   key = jax.random.key(3)
-  sample, grad = vjp_at(estimators.get("gr_exact"), key, jnp.asarray(logits_np, jnp.float32),
-                         jnp.asarray(g_np, jnp.float32), tau)
+  sample, grad = vjp_at(
+    estimators.get("gr_exact"),
+    key,
+    jnp.asarray(logits_np, jnp.float32),
+    jnp.asarray(g_np, jnp.float32),
+    tau,
+  )
   for row in range(4):
     i = int(sample[row].argmax())
     j = 1 - i
@@ -472,11 +516,19 @@ def test_gr_exact_equals_gr_mc_with_a_million_samples():
   logits, g = jnp.asarray(logits_np, jnp.float32), jnp.asarray(g_np, jnp.float32)
   key = jax.random.key(5)
   sample, exact = vjp_at(estimators.gumbel_rao_exact, key, logits, g, tau)
-  _, mc = vjp_at(lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=1_000_000),
-                  key, logits, g, tau)
+  _, mc = vjp_at(
+    lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=1_000_000),
+    key,
+    logits,
+    g,
+    tau,
+  )
   i = int(sample.argmax())
   mu = logits_np[i] - logits_np[1 - i]
-  first, second = _truncated_logistic_product(mu, tau), _truncated_logistic_product(mu, tau, power=2)
+  first, second = (
+    _truncated_logistic_product(mu, tau),
+    _truncated_logistic_product(mu, tau, power=2),
+  )
   se = np.sqrt(second - first**2) * abs(g_np[0] - g_np[1]) / tau / np.sqrt(1_000_000)
   np.testing.assert_array_less(np.abs(exact - mc), Z * se + 1e-7)
 
@@ -486,7 +538,13 @@ def test_gr_exact_rejects_more_than_two_categories_and_handles_masks():
     estimators.gumbel_rao_exact(jax.random.key(0), jnp.zeros((4, 3)))
   logits = jnp.array([[0.0, -jnp.inf], [-jnp.inf, 1.0], [0.5, 0.2]]).astype(jnp.bfloat16)
   for tau in (1e-3, 1.0, 1e3):
-    sample, grad = vjp_at(estimators.gumbel_rao_exact, jax.random.key(1), logits, jnp.array([[1.0, 3.0]] * 3, jnp.bfloat16), tau)
+    sample, grad = vjp_at(
+      estimators.gumbel_rao_exact,
+      jax.random.key(1),
+      logits,
+      jnp.array([[1.0, 3.0]] * 3, jnp.bfloat16),
+      tau,
+    )
     np.testing.assert_array_equal(sample[:2], [[1.0, 0.0], [0.0, 1.0]])
     np.testing.assert_array_equal(grad[:2], 0.0)
     assert np.isfinite(grad).all()
@@ -501,9 +559,9 @@ def test_gr_qmc_inner_variance_is_below_gr_mc():
 
   within = {}
   for name, fn, kwargs in [
-      ("mc100", estimators.gumbel_rao, {"num_samples": 100}),
-      ("mc1000", estimators.gumbel_rao, {"num_samples": 1000}),
-      ("qmc100", estimators.gumbel_rao_qmc, {"num_samples": 100}),
+    ("mc100", estimators.gumbel_rao, {"num_samples": 100}),
+    ("mc1000", estimators.gumbel_rao, {"num_samples": 1000}),
+    ("qmc100", estimators.gumbel_rao_qmc, {"num_samples": 100}),
   ]:
     draws, idx = estimator_draws(fn, 4_000, seed=21, tau=TAU, **kwargs)
     within[name] = diagnostics.variance_decomposition(draws, idx).within
@@ -541,14 +599,25 @@ def test_gr_exact_integral_against_scipy_over_scales():
 
   def log_integrand(z, ell, tau):
     gap = np.logaddexp(0.0, z) / tau
-    return (-np.logaddexp(0.0, z - ell) - np.logaddexp(0.0, ell - z)
-            - np.logaddexp(0.0, gap) - np.logaddexp(0.0, -gap) - np.log(tau))
+    return (
+      -np.logaddexp(0.0, z - ell)
+      - np.logaddexp(0.0, ell - z)
+      - np.logaddexp(0.0, gap)
+      - np.logaddexp(0.0, -gap)
+      - np.log(tau)
+    )
 
   with jax.enable_x64(True):
-    for ell, tau in itertools.product([0.0, np.log(2.0), 5.0, 20.0, 60.0], [1e-30, 1e-4, 0.3, 0.99, 1.0, 2.0, 1e4]):
+    for ell, tau in itertools.product(
+      [0.0, np.log(2.0), 5.0, 20.0, 60.0], [1e-30, 1e-4, 0.3, 0.99, 1.0, 2.0, 1e4]
+    ):
       edges = [-400.0, *sorted({ell, min(np.log(tau), 0.0), 0.0}), ell + 400.0]
-      expected = sum(integrate.quad(lambda z: np.exp(log_integrand(z, ell, tau)), a, b, limit=500,
-                                    epsabs=0.0, epsrel=1e-12)[0] for a, b in zip(edges[:-1], edges[1:]))
+      expected = sum(
+        integrate.quad(
+          lambda z: np.exp(log_integrand(z, ell, tau)), a, b, limit=500, epsabs=0.0, epsrel=1e-12
+        )[0]
+        for a, b in zip(edges[:-1], edges[1:])
+      )
       got = float(_binary_conditional_product(jnp.array([ell]), jnp.array([tau]))[0])
       np.testing.assert_allclose(got, expected, rtol=1e-9, err_msg=f"ell={ell}, tau={tau}")
 
@@ -574,7 +643,9 @@ def _inner_trace_variance(sampler, num_categories, num_draws=1000, num_samples=1
   logits = jnp.asarray(2.0 * rng.normal(size=(1, num_categories)), jnp.float32)
   sample = jax.nn.one_hot(jnp.argmax(logits, -1), num_categories)
   cotangent = jnp.asarray(rng.normal(size=(1, num_categories)), jnp.float32)
-  backward = jax.vmap(lambda k: _gumbel_rao_backward(k, logits, sample, cotangent, 0.5, num_samples, sampler))
+  backward = jax.vmap(
+    lambda k: _gumbel_rao_backward(k, logits, sample, cotangent, 0.5, num_samples, sampler)
+  )
   draws = np.asarray(jax.jit(backward)(jax.random.split(jax.random.key(0), num_draws)), np.float64)
   return trace_var(draws.reshape(num_draws, -1))
 
@@ -591,7 +662,9 @@ def test_gr_qmc_inner_variance_is_below_gr_mc_with_many_categories(num_categorie
 
 
 def test_sample_count_bounds():
-  with pytest.raises(ValueError, match=r"K = 10000000000 is more than gr_qmc<K> allows \(K <= 46340\)"):
+  with pytest.raises(
+    ValueError, match=r"K = 10000000000 is more than gr_qmc<K> allows \(K <= 46340\)"
+  ):
     estimators.get("gr_qmc10000000000")
   with pytest.raises(ValueError, match="num_samples must be a Python int in \\[1, 46340\\]"):
     estimators.gumbel_rao_qmc(jax.random.key(0), jnp.zeros(3), num_samples=46_341)
@@ -617,5 +690,6 @@ def test_vmapped_rows_equal_single_calls_across_chunkings(name):
 
   vmapped = jax.jit(jax.vmap(grad_row))(keys, logits, cotangent)
   for r in range(10):
-    np.testing.assert_allclose(vmapped[r], jax.jit(grad_row)(keys[r], logits[r], cotangent[r]),
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+      vmapped[r], jax.jit(grad_row)(keys[r], logits[r], cotangent[r]), rtol=1e-4, atol=1e-5
+    )

@@ -10,8 +10,8 @@ import pytest
 
 from gr_jax import estimators
 from tests.estimators.reference import (
-    LOGITS,
-    quadratic_loss,
+  LOGITS,
+  quadratic_loss,
 )
 
 

@@ -33,7 +33,9 @@ def test_reinforce_is_unbiased_against_enumeration():
 
     return jax.grad(surrogate)(jnp.asarray(LOGITS, jnp.float32))
 
-  draws = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(5), 40_000)), np.float64)
+  draws = np.asarray(
+    jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(5), 40_000)), np.float64
+  )
   assert_mean_close(draws, exact, np.zeros(N))
 
 

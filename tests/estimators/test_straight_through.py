@@ -20,7 +20,9 @@ def test_straight_through_gradient_is_closed_form():
   w = np.array([0.3, -1.2, 2.0, 0.7])
   for tau in (0.1, 1.0, 3.0):
     grad = jax.grad(
-        lambda t: jnp.sum(jnp.asarray(w, jnp.float32) * estimators.straight_through(jax.random.key(0), t, tau=tau))
+      lambda t: jnp.sum(
+        jnp.asarray(w, jnp.float32) * estimators.straight_through(jax.random.key(0), t, tau=tau)
+      )
     )(jnp.asarray(LOGITS, jnp.float32))
     expected = softmax_jacobian(softmax_np(LOGITS / tau), tau).T @ w
     np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
@@ -37,7 +39,9 @@ def test_gumbel_softmax_and_st_gs_gradients_are_closed_form():
     np.testing.assert_allclose(grad_gs, expected, rtol=1e-4, atol=1e-5)
     sample = estimators.st_gumbel_softmax(key, logits, tau=tau)
     np.testing.assert_array_equal(sample, np.eye(N)[relaxed.argmax()])
-    grad_stgs = jax.grad(lambda t: jnp.sum(w * estimators.st_gumbel_softmax(key, t, tau=tau)))(logits)
+    grad_stgs = jax.grad(lambda t: jnp.sum(w * estimators.st_gumbel_softmax(key, t, tau=tau)))(
+      logits
+    )
     np.testing.assert_allclose(grad_stgs, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -61,7 +65,7 @@ def test_stgs_second_derivative_is_hessian_of_fixed_g_surrogate():
     return v @ (s * (w - w @ s) / TAU)
 
   h = 1e-5
-  expected = np.array([
-      (directional_np(LOGITS + h * e) - directional_np(LOGITS - h * e)) / (2 * h) for e in np.eye(N)
-  ])
+  expected = np.array(
+    [(directional_np(LOGITS + h * e) - directional_np(LOGITS - h * e)) / (2 * h) for e in np.eye(N)]
+  )
   np.testing.assert_allclose(second, expected, rtol=2e-3, atol=2e-4)
