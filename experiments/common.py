@@ -421,29 +421,14 @@ class Checkpointer:
     self._manager.close()
 
 
-# Config fields a restarted run may change: they affect logging, evaluation
-# cost or where data is read, not the trained model. num_steps and num_epochs
-# may only grow (training continues); every other field defines the run.
+# Config fields any experiment's restart may change: they affect logging and checkpoint
+# intervals, not the trained model; each experiment adds its own (its SAFE_TO_CHANGE).
+# num_steps and num_epochs may only grow (training continues); every other field defines the run.
 SAFE_TO_CHANGE = frozenset(
   {
     "log_every",
-    "eval_every",
     "checkpoint_every",
-    "variance_every",
-    "mse_every",
-    "variance_draws",
-    "mse_reference_draws",
-    "periodic_eval_samples",
-    "eval_batch_size",
-    "iwae_chunk_size",
-    "data_dir",
-    "download",
-    "cache_dir",
     "steps_per_call",
-    # Evaluation-only fields: they change what is measured, never the training.
-    "num_eval_samples",
-    "num_eval_examples",
-    "selection_eval_samples",
     # Where the data was found (config.json's "data_used", a record, not a setting).
     "data_used.train",
     "data_used.valid",
@@ -451,8 +436,6 @@ SAFE_TO_CHANGE = frozenset(
   }
 )
 MAY_GROW = ("num_steps", "num_epochs")
-# The safe fields that change a finished run's results.json (the final evaluation).
-EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
 
 
 def _as_json(value: Any) -> Any:
@@ -518,15 +501,19 @@ def unlock_workdirs() -> None:
 def prepare_workdir(
   workdir: str,
   config: ConfigDict,
+  safe_to_change: frozenset[str] = SAFE_TO_CHANGE,
   data_used: dict[str, str] | None = None,
   steps: int | None = None,
+  evaluation_fields: tuple[str, ...] = (),
 ) -> pathlib.Path:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 
-  ``data_used`` (split -> where its data was found) is recorded in config.json
-  under "data_used". A run already finished at ``steps`` steps is only read:
+  ``safe_to_change``: the experiment's fields a restart may change. ``data_used``
+  (split -> where its data was found) is recorded in config.json under
+  "data_used". A run already finished at ``steps`` steps is only read:
   config.json stays the one its results.json was measured with (a changed
-  evaluation field is named in a warning), and the workdir may be read-only.
+  field of ``evaluation_fields`` is named in a warning), and the workdir may be
+  read-only.
 
   Raises:
     ConfigError: the workdir holds a run whose defining fields differ (one line
@@ -551,7 +538,7 @@ def prepare_workdir(
       f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
       for field in sorted(set(saved) | set(new))
       if saved.get(field) != new.get(field)
-      and field not in SAFE_TO_CHANGE
+      and field not in safe_to_change
       and not (
         field in MAY_GROW
         and isinstance(saved.get(field), int)
@@ -567,7 +554,7 @@ def prepare_workdir(
   if finished:
     unapplied = [
       f"{field}={new.get(field)!r} (its results: {saved.get(field)!r})"
-      for field in EVALUATION_FIELDS
+      for field in evaluation_fields
       if saved is not None and saved.get(field) != new.get(field)
     ]
     if unapplied:

@@ -37,7 +37,7 @@ GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
 def validate(config: ConfigDict):
   estimator = common.check_estimator(config, straight_through_only=True)
   common.check_common(config)
-  population.check(config, HYPERPARAMETERS)
+  population.check_population_fields(config, HYPERPARAMETERS)
   common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   common.require_int(
     config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)"
@@ -173,6 +173,8 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
 
 
 PAPER_LEARNING_RATES = tuple(round(0.1 * k, 1) for k in range(1, 11))  # {0.1, 0.2, ..., 1.0}
+# Fields a restart may change: the evaluation batch and where the data is read or cached.
+SAFE_TO_CHANGE = common.SAFE_TO_CHANGE | {"eval_batch_size", "data_dir", "cache_dir"}
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "tau")
 
 
@@ -290,7 +292,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
   steps_per_epoch = len(data["train"]) // config.batch_size
   num_steps = config.num_epochs * steps_per_epoch
-  path = common.prepare_workdir(workdir, config, data_used=sources, steps=num_steps)
+  path = common.prepare_workdir(workdir, config, SAFE_TO_CHANGE, data_used=sources, steps=num_steps)
   finished = common.finished_results(path, num_steps)
   if finished is not None:
     return finished

@@ -41,7 +41,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
-from experiments import common
+from experiments import common, rng
 
 # Config fields a population may vary per member (data, not program).
 HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
@@ -70,7 +70,7 @@ _ALLOWED = {
 }
 
 
-def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
+def check_population_fields(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
   """Checks ``config.population`` and ``steps_per_call`` (ConfigError names the field)."""
   pop = config.population
   common.require_int(config, "steps_per_call", minimum=1)
@@ -354,7 +354,7 @@ class Trainer:
   # -- state -----------------------------------------------------------------------
 
   def _init_one(self, seed, hyperparameters):
-    return self.task.init_member(jax.random.fold_in(jax.random.key(seed), 0), hyperparameters, seed)
+    return self.task.init_member(rng.member_key(seed, rng.Stream.INIT), hyperparameters, seed)
 
   def init_state(self) -> dict:
     """The population state at step 0 (a function of the members' seeds and hyperparameters)."""
@@ -380,8 +380,8 @@ class Trainer:
     """One member's block of steps (a lax.scan): state, alive flag, divergence step, metrics."""
     task = self.task
     per_epoch, batch_size = task.steps_per_epoch, task.batch_size
-    member_key = jax.random.key(seed)
-    data_key, train_key = jax.random.fold_in(member_key, 2), jax.random.fold_in(member_key, 1)
+    data_key = rng.member_key(seed, rng.Stream.DATA_ORDER)
+    train_key = rng.member_key(seed, rng.Stream.TRAIN)
     permutation = lambda epoch: jax.random.permutation(
       jax.random.fold_in(data_key, epoch), task.num_examples
     )

@@ -25,7 +25,7 @@ from absl import logging
 from flax import nnx
 from ml_collections import ConfigDict
 
-from experiments import common, population
+from experiments import common, population, rng
 from gr_jax import diagnostics, estimators
 from gr_jax.data import mnist
 from gr_jax.models import vae
@@ -42,7 +42,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   """Checks the config before any compute; ConfigError names the field."""
   estimator = common.check_estimator(config, num_categories=config.arity)
   common.check_common(config)
-  population.check(config, HYPERPARAMETERS)
+  population.check_population_fields(config, HYPERPARAMETERS)
   try:
     vae.log2_arity(config.arity)
   except ValueError:
@@ -121,7 +121,23 @@ def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
 
 PAPER_LEARNING_RATES = tuple(k * 1e-4 for k in range(5, 51))  # {5, 6, ..., 50} x 1e-4
 PAPER_WEIGHT_DECAYS = (0.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
-HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
+# Fields a restart may change: intervals and costs of the measurements, where the data is read,
+# and the final evaluation (EVALUATION_FIELDS: they change what is measured, never the training).
+EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
+SAFE_TO_CHANGE = common.SAFE_TO_CHANGE | {
+  "eval_every",
+  "variance_every",
+  "mse_every",
+  "variance_draws",
+  "mse_reference_draws",
+  "periodic_eval_samples",
+  "eval_batch_size",
+  "iwae_chunk_size",
+  "data_dir",
+  "download",
+  *EVALUATION_FIELDS,
+}
+HYPERPARAMETERS = population.HYPERPARAMETERS  # the VAE searches all four
 
 
 def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
@@ -245,11 +261,11 @@ class VAETask:
     }
     return new_member, {"bound": jnp.mean(bound), "kl": jnp.mean(kl), "tau": tau}
 
-  def iwae(self, member, seed, x, salt, start, num_samples):
-    """IWAE bounds ``[B]`` of the images ``x`` (rows ``start`` ... of an evaluation labelled
-    ``salt``)."""
+  def iwae(self, member, seed, x, evaluation, start, num_samples):
+    """IWAE bounds ``[B]`` of the images ``x``: rows ``start`` ... of ``evaluation`` (an
+    rng.Evaluation, or the step of a periodic one), whose samples it draws."""
     key = jax.random.fold_in(
-      jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 3), salt), start
+      jax.random.fold_in(rng.member_key(seed, rng.Stream.EVALUATION), evaluation), start
     )
     return vae.iwae_bound(
       self.model(member["params"]),
@@ -263,7 +279,7 @@ class VAETask:
   def gradient_measurements(self, member, tau, seed, x, step, mse: bool):
     """log10 trace Cov of the encoder gradient over draws (and its MSE to REINFORCE) on ``x``."""
     tau = self.tau_at(tau, step)
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 4), step)
+    key = jax.random.fold_in(rng.member_key(seed, rng.Stream.GRADIENT_STATISTICS), step)
 
     def stats(estimator, draws, stats_key):
       def encoder_grad(draw_key):
@@ -307,7 +323,7 @@ class Evaluator:
     self,
     state,
     images: np.ndarray,
-    salt: int,
+    evaluation: int,
     num_samples: int,
     label: str = "",
     member: int | None = None,
@@ -320,8 +336,8 @@ class Evaluator:
     """
     one = member is not None
     if (num_samples, one) not in self._iwae:
-      fn = lambda member, seed, x, salt, start: self.task.iwae(
-        member, seed, x, salt, start, num_samples
+      fn = lambda member, seed, x, evaluation, start: self.task.iwae(
+        member, seed, x, evaluation, start, num_samples
       )
       self._iwae[num_samples, one] = jax.jit(fn if one else self.trainer.parallel(fn, shared=3))
     iwae = self._iwae[num_samples, one]
@@ -335,7 +351,9 @@ class Evaluator:
     for start in range(0, len(images), size):
       self.check_stop()
       x = jnp.asarray(images[start : start + size], jnp.float32)
-      bounds = iwae(members, seeds, x, jnp.asarray(salt, jnp.int32), jnp.asarray(start, jnp.int32))
+      bounds = iwae(
+        members, seeds, x, jnp.asarray(evaluation, jnp.int32), jnp.asarray(start, jnp.int32)
+      )
       total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
       now = time.perf_counter()
       if label and now - last_report > self.report_every_seconds:
@@ -401,8 +419,8 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
     else f"; then M={config.num_eval_samples} for the member selected on valid",
   )
   nll = {
-    "valid": evaluator.nll(state, valid, -1, samples, "valid"),
-    "test": evaluator.nll(state, test, -2, samples, "test"),
+    "valid": evaluator.nll(state, valid, rng.Evaluation.FINAL_VALID, samples, "valid"),
+    "test": evaluator.nll(state, test, rng.Evaluation.FINAL_TEST, samples, "test"),
   }
   for split in ("valid", "test"):
     run.write(
@@ -425,9 +443,12 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
   if samples != config.num_eval_samples and selected is not None:
     i = reports.index(selected)
     final = {"num_eval_samples": config.num_eval_samples}
-    for salt, split, images in ((-3, "valid", valid), (-4, "test", test)):
+    for evaluation, split, images in (
+      (rng.Evaluation.SELECTED_VALID, "valid", valid),
+      (rng.Evaluation.SELECTED_TEST, "test", test),
+    ):
       final[f"{split}_nll"] = float(
-        evaluator.nll(state, images, salt, config.num_eval_samples, split, member=i)[0]
+        evaluator.nll(state, images, evaluation, config.num_eval_samples, split, member=i)[0]
       )
       run.writer.write(
         run.last_step,
@@ -462,7 +483,12 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   population.check_schedule_floor(config, chosen)
   data, source = load_data(config)
   path = common.prepare_workdir(
-    workdir, config, data_used={split: source for split in data}, steps=config.num_steps
+    workdir,
+    config,
+    SAFE_TO_CHANGE,
+    data_used={split: source for split in data},
+    steps=config.num_steps,
+    evaluation_fields=EVALUATION_FIELDS,
   )
   finished = common.finished_results(path, config.num_steps)
   if finished is not None:
@@ -538,9 +564,11 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     run.start < config.num_steps
   ):  # one timed batch, so that the ETA counts the final evaluation from the start
     probe = valid[: config.eval_batch_size]
-    evaluator.nll(run.state, probe, 0, config.periodic_eval_samples)  # compiles
+    evaluator.nll(
+      run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples
+    )  # compiles
     t0 = time.perf_counter()
-    evaluator.nll(run.state, probe, 0, config.periodic_eval_samples)
+    evaluator.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
     expect_final_evaluation(
       (time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples)
     )

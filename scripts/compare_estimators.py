@@ -40,12 +40,10 @@ import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import vae_gradients
 from absl import app, flags
-from ml_collections import ConfigDict
 from timing import median_ms
 
-from configs import vae_16ary, vae_relu_mlp
-from experiments import vae as vae_experiment
 from gr_jax import diagnostics, estimators, toy_qp
 
 _NAMES = flags.DEFINE_list(
@@ -114,74 +112,7 @@ def _small_problem_stats(estimator, logits, loss, tau, key, draws):
     return jax.grad(objective)(logits)
 
   stats = jax.jit(lambda k: diagnostics.gradient_stats(draw, k, draws, chunk_size=1000))(key)
-  return _summary(stats, exact, 0.0)
-
-
-def _summary(stats, reference, reference_mean_variance):
-  bias = float(stats.squared_bias(reference, reference_mean_variance))
-  variance = float(stats.trace_variance)
-  return {"squared_bias": bias, "variance": variance, "mse": variance + bias}
-
-
-def _saved_config(workdir: pathlib.Path) -> ConfigDict:
-  """A VAE workdir's config; one written before the Concrete model (no ``kernel_init``) is the ReLU
-  512/256 one."""
-  saved = json.loads((workdir / "config.json").read_text())
-  config = (
-    vae_16ary.get_config()
-    if "kernel_init" in saved
-    else vae_relu_mlp.get_config(str(saved["arity"]))
-  )
-  if isinstance(
-    saved.get("center_inputs"), bool
-  ):  # the earlier switch: True = the fixed pixel means
-    saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
-  config.update_from_flattened_dict(
-    {k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))}
-  )
-  config.encoder_widths, config.decoder_widths = (
-    tuple(saved["encoder_widths"]),
-    tuple(saved["decoder_widths"]),
-  )
-  return config
-
-
-def _vae_setup(workdir: pathlib.Path):
-  """The config, trained member state (parameters, REINFORCE baseline, input centring) and a fixed
-  batch
-  of a VAE workdir's latest checkpoint.
-
-  Reads population checkpoints (member ``--vae_member``) and the single-run
-  checkpoints written before populations (params at the top level).
-  """
-  config, member, _, data, step = vae_experiment.load_trained(
-    workdir, _VAE_MEMBER.value, _saved_config(workdir), _DATA_DIR.value or None
-  )
-  rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
-  x = jnp.asarray(data["train"][rows], jnp.float32)
-  return config, member, x, step
-
-
-def _task(config: ConfigDict, name: str) -> vae_experiment.VAETask:
-  return vae_experiment.VAETask(
-    config, estimators.get(name), np.asarray(config.pixel_means, np.float32)
-  )
-
-
-def _encoder_stats(config: ConfigDict, name: str, member, x, key, tau: float, draws: int):
-  """Moments of the VAE's encoder gradient over ``draws`` draws of estimator ``name`` at the
-  member's state."""
-  task = _task(config, name)
-
-  def encoder_grad(draw_key):
-    return jax.grad(task.loss, has_aux=True)(
-      member["params"], x, draw_key, member["baseline"].mean, tau, member["input_mean"]
-    )[0]["encoder"]
-
-  chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
-  return jax.jit(lambda k: diagnostics.gradient_stats(encoder_grad, k, draws, chunk_size=chunk))(
-    key
-  ), task
+  return vae_gradients.mse_summary(stats, exact, 0.0)
 
 
 def _plot(path: pathlib.Path, rows, tau):
@@ -205,11 +136,6 @@ def _plot(path: pathlib.Path, rows, tau):
   fig.tight_layout()
   fig.savefig(path, dpi=130)
   plt.close(fig)
-
-
-def _log10(value) -> str:
-  """log10 for the table; a bias estimate <= 0 is zero within Monte Carlo noise."""
-  return f"{diagnostics.log10(value):.2f}" if value > 0 else "~0"
 
 
 def _markdown(results) -> str:
@@ -238,7 +164,9 @@ def _markdown(results) -> str:
         cells.append(
           "-"
           if s is None
-          else " / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse"))
+          else " / ".join(
+            vae_gradients.log10_cell(s[k]) for k in ("squared_bias", "variance", "mse")
+          )
         )
       lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -257,8 +185,8 @@ def _markdown(results) -> str:
       for tau, per_name in vae["stats"].items():
         s = per_name[name]
         cells.append(
-          " / ".join(_log10(s[k]) for k in ("squared_bias", "variance", "mse"))
-          + f" / {_log10(s['mse'] * ms)}"
+          " / ".join(vae_gradients.log10_cell(s[k]) for k in ("squared_bias", "variance", "mse"))
+          + f" / {vae_gradients.log10_cell(s['mse'] * ms)}"
         )
       lines.append(f"| {name} | {ms:.2f} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
@@ -305,9 +233,11 @@ def main(argv):
       )
       saved_path.write_text(json.dumps({**saved, **results}, indent=1) + "\n")  # resumable
   if _VAE_WORKDIR.value:
-    config, member, x, step = _vae_setup(pathlib.Path(_VAE_WORKDIR.value))
+    config, member, x, step = vae_gradients.setup(
+      pathlib.Path(_VAE_WORKDIR.value), _VAE_MEMBER.value, _DATA_DIR.value
+    )
     vae_key = jax.random.key(1)
-    reference, _ = _encoder_stats(
+    reference, _ = vae_gradients.encoder_stats(
       config,
       "reinforce",
       member,
@@ -329,7 +259,7 @@ def main(argv):
       for e_index, name in enumerate(
         n for n, e in chosen.items() if _applies(e, np.zeros((1, 16)))
       ):
-        stats, task = _encoder_stats(
+        stats, task = vae_gradients.encoder_stats(
           config,
           name,
           member,
@@ -338,7 +268,9 @@ def main(argv):
           tau,
           _VAE_DRAWS.value,
         )
-        vae["stats"][str(tau)][name] = _summary(stats, reference.mean, reference_mean_variance)
+        vae["stats"][str(tau)][name] = vae_gradients.mse_summary(
+          stats, reference.mean, reference_mean_variance
+        )
         if t_index == 0:
           grad = jax.jit(
             jax.grad(

@@ -20,9 +20,9 @@ Writes ``--out_dir``/figure_2b.{json,md} and figures/figure_2b.png.
 import json
 import pathlib
 
-import compare_estimators
 import jax
 import plot_common  # noqa: F401  (quiet backend probe, Agg)
+import vae_gradients
 from absl import app, flags
 
 from gr_jax import diagnostics
@@ -34,23 +34,30 @@ _FIGURE_TAUS = flags.DEFINE_list(
   "figure_taus", ["0.1", "0.2", "0.3", "0.5", "0.7", "1.0"], "Temperatures."
 )
 _DRAWS = flags.DEFINE_integer("figure_draws", 200, "Estimator draws per (estimator, tau).")
+_VAE_WORKDIR = flags.DEFINE_string("vae_workdir", "", "A trained 16-ary VAE workdir.")
+_VAE_MEMBER = flags.DEFINE_integer(
+  "vae_member", 0, "The population member of --vae_workdir to measure."
+)
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "Binarized MNIST directory (for the batch).")
+_REFERENCE_DRAWS = flags.DEFINE_integer("reference_draws", 20_000, "REINFORCE reference draws.")
+_OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where the table, JSON and figure go.")
 
 
 def main(argv):
   del argv
-  workdir = pathlib.Path(compare_estimators._VAE_WORKDIR.value)
-  out = pathlib.Path(compare_estimators._OUT_DIR.value)
+  workdir = pathlib.Path(_VAE_WORKDIR.value)
+  out = pathlib.Path(_OUT_DIR.value)
   (out / "figures").mkdir(parents=True, exist_ok=True)
-  config, member, x, step = compare_estimators._vae_setup(workdir)
+  config, member, x, step = vae_gradients.setup(workdir, _VAE_MEMBER.value, _DATA_DIR.value)
   key = jax.random.key(2)
-  reference, _ = compare_estimators._encoder_stats(
+  reference, _ = vae_gradients.encoder_stats(
     config,
     "reinforce",
     member,
     x,
     jax.random.fold_in(key, 999_999),
     1.0,
-    compare_estimators._REFERENCE_DRAWS.value,
+    _REFERENCE_DRAWS.value,
   )
   reference_mean_variance = float(reference.trace_variance) / reference.num_draws
   taus = [float(t) for t in _FIGURE_TAUS.value]
@@ -58,10 +65,10 @@ def main(argv):
   for e_index, name in enumerate(_ESTIMATORS.value):
     rows[name] = {}
     for t_index, tau in enumerate(taus):
-      stats, _ = compare_estimators._encoder_stats(
+      stats, _ = vae_gradients.encoder_stats(
         config, name, member, x, jax.random.fold_in(key, 100 * e_index + t_index), tau, _DRAWS.value
       )
-      rows[name][str(tau)] = compare_estimators._summary(
+      rows[name][str(tau)] = vae_gradients.mse_summary(
         stats, reference.mean, reference_mean_variance
       )
       print(
@@ -74,10 +81,10 @@ def main(argv):
       )
   results = {
     "workdir": str(workdir),
-    "member": compare_estimators._VAE_MEMBER.value,
+    "member": _VAE_MEMBER.value,
     "checkpoint_step": step,
     "draws": _DRAWS.value,
-    "reference_draws": compare_estimators._REFERENCE_DRAWS.value,
+    "reference_draws": _REFERENCE_DRAWS.value,
     "device": f"{jax.devices()[0].device_kind} ({jax.default_backend()})",
     "mse": rows,
   }
@@ -93,7 +100,7 @@ def main(argv):
   ]
   for name, per_tau in rows.items():
     cells = [
-      f"{compare_estimators._log10(s['mse'])} ({compare_estimators._log10(s['squared_bias'])})"
+      f"{vae_gradients.log10_cell(s['mse'])} ({vae_gradients.log10_cell(s['squared_bias'])})"
       for s in per_tau.values()
     ]
     lines.append(f"| {name} | " + " | ".join(cells) + " |")

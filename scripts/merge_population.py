@@ -15,7 +15,7 @@ import pathlib
 
 from absl import app, flags
 
-from experiments import common, population
+from experiments import common, listops, population, vae
 
 _OUT = flags.DEFINE_string(
   "out", None, "Directory for the merged results.json and summary.md.", required=True
@@ -72,6 +72,9 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
           " run that slice's job again."
         )
   reference = common.flatten(configs[0])
+  safe_to_change = {"vae": vae.SAFE_TO_CHANGE, "listops": listops.SAFE_TO_CHANGE}.get(
+    configs[0].get("experiment"), common.SAFE_TO_CHANGE
+  )
   for workdir, config in zip(workdirs[1:], configs[1:]):
     flat = common.flatten(config)
     # Fields that may differ between slices: the shard, and what a restart may change (logging,
@@ -81,7 +84,7 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
       for k in sorted(set(flat) | set(reference))
       if flat.get(k) != reference.get(k)
       and k != "population.shard_index"
-      and k not in common.SAFE_TO_CHANGE
+      and k not in safe_to_change
     ]
     if mismatch:
       raise SystemExit(

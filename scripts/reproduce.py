@@ -27,6 +27,7 @@ or learning rates, clipping).
   python scripts/reproduce.py --table=2 --out=runs/table2 --data_dir=../shared/data/binarized_mnist
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import datetime
 import json
 import pathlib
@@ -37,6 +38,8 @@ import sys
 import formatting
 import launch
 from absl import app, flags
+
+from experiments import listops
 
 _TABLE = flags.DEFINE_enum(
   "table", None, ["1", "2"], "The paper's table to reproduce.", required=True
@@ -75,7 +78,7 @@ _ARITIES = flags.DEFINE_list("arities", ["16"], "Table 2: arities (2, 4, 8, 16).
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Table 2: batch sizes.")
 _DRAWS = flags.DEFINE_integer("draws", 20, "Table 2: random-search draws per cell (the paper: 20).")
 
-PAPER_LEARNING_RATES = ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]
+PAPER_LEARNING_RATES = [str(rate) for rate in listops.PAPER_LEARNING_RATES]
 # The paper's Table 1 (test accuracy, %, mean over 5 seeds) and Table 2 (test bound, nats).
 PAPER_TABLE1 = {
   ("st_gs", 10): (38.8, 59.3, 65.8),

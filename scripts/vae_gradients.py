@@ -1,0 +1,76 @@
+"""The VAE encoder gradient's moments at a trained checkpoint (compare_estimators, figure_2b)."""
+
+import json
+import pathlib
+
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import ConfigDict
+
+from configs import vae_16ary, vae_relu_mlp
+from experiments import vae as vae_experiment
+from gr_jax import diagnostics, estimators
+
+
+def mse_summary(stats, reference, reference_mean_variance) -> dict:
+  """Squared bias (less the reference's Monte Carlo variance), variance and MSE to ``reference``."""
+  bias = float(stats.squared_bias(reference, reference_mean_variance))
+  variance = float(stats.trace_variance)
+  return {"squared_bias": bias, "variance": variance, "mse": variance + bias}
+
+
+def saved_config(workdir: pathlib.Path) -> ConfigDict:
+  """A VAE workdir's config; one written before the Concrete model (no ``kernel_init``) is the
+  ReLU 512/256 one."""
+  saved = json.loads((workdir / "config.json").read_text())
+  if "kernel_init" in saved:
+    config = vae_16ary.get_config()
+  else:
+    config = vae_relu_mlp.get_config(str(saved["arity"]))
+  if isinstance(saved.get("center_inputs"), bool):  # the earlier switch: True = the pixel means
+    saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
+  config.update_from_flattened_dict(
+    {k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))}
+  )
+  config.encoder_widths = tuple(saved["encoder_widths"])
+  config.decoder_widths = tuple(saved["decoder_widths"])
+  return config
+
+
+def setup(workdir: pathlib.Path, member: int, data_dir: str = ""):
+  """(config, trained member state, a fixed batch of 20 training images, step) of a workdir's
+  latest checkpoint: the parameters, REINFORCE baseline and input centring of population member
+  ``member`` (or of a single-run checkpoint written before populations)."""
+  config, state, _, data, step = vae_experiment.load_trained(
+    workdir, member, saved_config(workdir), data_dir or None
+  )
+  rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
+  return config, state, jnp.asarray(data["train"][rows], jnp.float32), step
+
+
+def task(config: ConfigDict, name: str) -> vae_experiment.VAETask:
+  return vae_experiment.VAETask(
+    config, estimators.get(name), np.asarray(config.pixel_means, np.float32)
+  )
+
+
+def encoder_stats(config: ConfigDict, name: str, member, x, key, tau: float, draws: int):
+  """Moments of the encoder gradient over ``draws`` draws of estimator ``name`` at the member's
+  state, and the task."""
+  vae_task = task(config, name)
+
+  def encoder_grad(draw_key):
+    return jax.grad(vae_task.loss, has_aux=True)(
+      member["params"], x, draw_key, member["baseline"].mean, tau, member["input_mean"]
+    )[0]["encoder"]
+
+  chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
+  moments = jax.jit(lambda k: diagnostics.gradient_stats(encoder_grad, k, draws, chunk_size=chunk))
+  return moments(key), vae_task
+
+
+def log10_cell(value) -> str:
+  """log10 for the tables; a bias estimate <= 0 is zero within Monte Carlo noise."""
+  return f"{diagnostics.log10(value):.2f}" if value > 0 else "~0"
