@@ -192,8 +192,7 @@ def write_text_atomic(path: pathlib.Path, text: str) -> None:
 
 def strict_json(obj: Any) -> Any:
   """``obj`` with every non-finite float (a diverged member's metric) as None: JSON null, not a bare
-  NaN
-  that strict parsers reject. (Files written before this, with NaN, still read: Python's json
+  NaN that strict parsers reject. (Files written before this, with NaN, still read: Python's json
   takes it.)"""
   if isinstance(obj, float):
     return obj if math.isfinite(obj) else None
@@ -256,8 +255,7 @@ class MetricsWriter:
 
   def truncate_after(self, step: int) -> None:
     """Drops lines of steps after ``step`` and the final evaluation's lines (``"final": true``): a
-    resumed
-    run logs them again, identically, and an extended run evaluates at its new end."""
+    resumed run logs them again, identically, and an extended run evaluates at its new end."""
     if self._file is None:
       return
     self._file.close()
@@ -685,9 +683,8 @@ def _restore_latest_good(path: pathlib.Path, template: Any) -> tuple[Checkpointe
     if is_writer():
       aside.parent.mkdir(exist_ok=True)
       os.replace(checkpointer.directory / str(step), aside)
-    if (
-      jax.process_count() > 1
-    ):  # the other processes look for the next checkpoint once it is set aside
+    # The other processes look for the next checkpoint once it is set aside.
+    if jax.process_count() > 1:
       multihost_utils.sync_global_devices(f"checkpoint {step} set aside")
     skipped.append(step)
     logging.warning(

@@ -287,6 +287,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   """
   estimator = validate(config)
   chosen = population.members(config, HYPERPARAMETERS, paper_search)
+  population.use_cpu_cores(config, len(chosen))
   population.check_schedule_floor(config, chosen)
   data, sources = load_data(config)
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}

@@ -71,9 +71,8 @@ def main(argv):
   if experiment not in EXPERIMENTS:
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
   try:
-    if (
-      distributed.requested()
-    ):  # one process of a multi-process job (see experiments/distributed.py)
+    # One process of a multi-process job (see experiments/distributed.py).
+    if distributed.requested():
       distributed.stop_with_supervisor()
       distributed.initialize()
       if jax.process_index() > 0:  # process 0 logs the run's progress

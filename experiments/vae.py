@@ -480,6 +480,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   """
   estimator = validate(config)
   chosen = population.members(config, HYPERPARAMETERS, paper_search)
+  population.use_cpu_cores(config, len(chosen))
   population.check_schedule_floor(config, chosen)
   data, source = load_data(config)
   path = common.prepare_workdir(
@@ -560,9 +561,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     population.Hook(measure_every, measure),
     population.Hook(config.eval_every, periodic_eval, False),
   ]
-  if (
-    run.start < config.num_steps
-  ):  # one timed batch, so that the ETA counts the final evaluation from the start
+  # One timed batch, so that the ETA counts the final evaluation from the start.
+  if run.start < config.num_steps:
     probe = valid[: config.eval_batch_size]
     evaluator.nll(
       run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples

@@ -41,6 +41,12 @@ _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed calls (median reported).")
 _SEQUENTIAL_STEPS = flags.DEFINE_integer(
   "sequential_steps", 50, "Timed steps of the sequential loop."
 )
+_CPU_DEVICES = flags.DEFINE_integer(
+  "cpu_devices",
+  1,
+  "CPU devices (jax_num_cpu_devices) to split the members over, as population.vectorize='auto'"
+  " does with one per core; the sequential runs use one.",
+)
 _TRACE_DIR = flags.DEFINE_string(
   "trace_dir", None, "Where to write profiler traces of the largest populations."
 )
@@ -94,8 +100,7 @@ def population_ms(
   config, task, names, data, size: int, mode: str, trace: str | None = None
 ) -> float:
   """Median ms per jitted call of ``steps_per_call`` steps of a population of ``size`` (``trace``: a
-  profile
-  of one more call is written there)."""
+  profile of one more call is written there)."""
   config.population.search, config.population.size, config.population.vectorize = "none", size, mode
   config.steps_per_call = _STEPS.value
   chosen = population.members(config, names, lambda *a: None)
@@ -127,6 +132,7 @@ def population_ms(
 
 def main(argv):
   del argv
+  jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value)
   device = jax.devices()[0]
   print(
     f"device: {device.device_kind} ({jax.default_backend()}, {len(jax.devices())} device(s)), jax"

@@ -180,8 +180,7 @@ def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | Non
 
 def wall_seconds(log: pathlib.Path) -> float | None:
   """Training + evaluation wall time from log.txt: each process's span, from its start (or resume)
-  line
-  to its results line or its last line, summed (a process that only read finished results adds
+  line to its results line or its last line, summed (a process that only read finished results adds
   nothing)."""
   if not log.exists():
     return None

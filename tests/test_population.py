@@ -546,3 +546,11 @@ def test_no_selectable_member_is_said_in_one_line(caplog):
     " results are in"
     " results.json.",
   ]
+
+
+@pytest.mark.parametrize(
+  "members, cores, devices",
+  [(20, 2, 2), (3, 2, 1), (1, 16, 1), (20, 16, 10), (8, 16, 8), (7, 4, 1)],
+)
+def test_auto_splits_the_members_over_the_most_cores_that_divide_them(members, cores, devices):
+  assert population.cpu_devices_for(members, cores) == devices

@@ -610,8 +610,7 @@ def test_an_old_model_checkpoint_is_refused_by_the_new_default(tmp_path):
 
 def test_a_diverged_member_is_written_as_strict_json(tmp_path):
   """A diverged member's non-finite metrics are JSON null (strict parsers reject a bare NaN), with
-  its
-  divergence step beside them."""
+  its divergence step beside them."""
   run_main(
     "configs/vae_16ary.py",
     tmp_path,
