@@ -31,7 +31,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
-from experiments import common
+from experiments import bookkeeping, config_checks
 
 REQUESTED = "GR_JAX_DISTRIBUTED"
 _WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it starts
@@ -72,7 +72,7 @@ def initialize() -> None:
   JAX_NUM_PROCESSES and JAX_PROCESS_ID say them.
 
   Raises:
-    common.ConfigError: a setting is not a number, or the job did not come
+    config_checks.ConfigError: a setting is not a number, or the job did not come
       together within the initialization timeout (one line).
   """
   if jax.distributed.is_initialized():
@@ -83,14 +83,14 @@ def initialize() -> None:
       try:
         given[argument] = kind(os.environ[name])
       except ValueError:
-        raise common.ConfigError(f"{name}={os.environ[name]!r} must be an integer") from None
+        raise config_checks.ConfigError(f"{name}={os.environ[name]!r} must be an integer") from None
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   try:
     jax.distributed.initialize(**given)
     jax.devices()  # the processes exchange their devices here: fails when one is missing
   except (RuntimeError, ValueError) as e:
     first = (str(e).strip().splitlines() or [""])[0][:300]
-    raise common.ConfigError(
+    raise config_checks.ConfigError(
       f"{_who()}: the multi-process job did not start ({type(e).__name__}: {first}). Start every"
       " process"
       " with the same JAX_COORDINATOR_ADDRESS (host:port of process 0, reachable from each host),"
@@ -103,13 +103,13 @@ def check_same_config(config: ConfigDict, workdir: str) -> None:
   """Every process must train the same config in the same workdir.
 
   Raises:
-    common.ConfigError: in every process, when one was started with another
+    config_checks.ConfigError: in every process, when one was started with another
       config or workdir than process 0 (one line naming the processes and fields).
   """
   if jax.process_count() == 1:
     return
   mine = {
-    **common.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
+    **bookkeeping.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
     "--workdir": workdir,
   }
   text = np.frombuffer(json.dumps(mine, sort_keys=True).encode(), np.uint8)
@@ -131,7 +131,7 @@ def check_same_config(config: ConfigDict, workdir: str) -> None:
     ]
     if fields:
       differing.append(f"process {process}: {', '.join(fields)}")
-  raise common.ConfigError(
+  raise config_checks.ConfigError(
     f"the processes of this job were started with other configs than process 0's"
     f" ({'; '.join(differing)}). Start every process with the same command."
   )

@@ -25,7 +25,7 @@ from absl import logging
 from flax import nnx
 from ml_collections import ConfigDict
 
-from experiments import common, population
+from experiments import bookkeeping, config_checks, population, reporting
 from gr_jax.data import InvalidDataError, listops, mnist
 from gr_jax.models import tree_lstm
 
@@ -35,25 +35,27 @@ GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
 
 
 def validate(config: ConfigDict):
-  estimator = common.check_estimator(config, straight_through_only=True)
-  common.check_common(config)
+  estimator = config_checks.check_estimator(config, straight_through_only=True)
+  config_checks.check_common(config)
   population.check_population_fields(config, HYPERPARAMETERS)
-  common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  common.require_int(
+  config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  config_checks.require_int(
     config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)"
   )
-  common.require_int(config, "num_epochs", "num_train_examples", "eval_batch_size", minimum=1)
-  common.require_int(
+  config_checks.require_int(
+    config, "num_epochs", "num_train_examples", "eval_batch_size", minimum=1
+  )
+  config_checks.require_int(
     config, "checkpoint_every", "log_every", minimum=0, allowed="an int >= 0 (0 = off)"
   )
   for field in INIT_FIELDS:
-    common.require(
+    config_checks.require(
       config[field] in tree_lstm.INITIALIZERS,
       field,
       f"one of {tuple(tree_lstm.INITIALIZERS)}",
       config[field],
     )
-  common.require(
+  config_checks.require(
     isinstance(config.grad_clip_norm, (int, float)) and config.grad_clip_norm >= 0,
     "grad_clip_norm",
     "a number >= 0 (0 = no clipping)",
@@ -95,9 +97,9 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> tuple[li
   lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
   try:
     cache.parent.mkdir(parents=True, exist_ok=True)
-    common.write_text_atomic(cache, "\n".join(lines) + "\n")
+    bookkeeping.write_text_atomic(cache, "\n".join(lines) + "\n")
   except OSError as e:
-    raise common.ConfigError(
+    raise config_checks.ConfigError(
       f"config.cache_dir={config.cache_dir!r}: cannot write the generated training data"
       f" there ({e}); set --config.cache_dir to a writable directory."
     ) from None
@@ -153,7 +155,7 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
   if (
     config.dataset == "listops" and not config.train_file and len(data["train"]) < config.batch_size
   ):
-    raise common.ConfigError(
+    raise config_checks.ConfigError(
       f"config.num_train_examples={config.num_train_examples} gives {len(data['train'])} training"
       " examples of"
       f" length <= {config.max_length}, fewer than one batch ({config.batch_size}): raise"
@@ -166,7 +168,7 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
         f"{sources[split]}: no {split} example of length <= {config.max_length} (the model is"
         " selected on valid and reported on test): give a file with such lines."
       )
-  common.require_batch_fits(
+  config_checks.require_batch_fits(
     config, len(data["train"]), f"training examples of length <= {config.max_length}"
   )
   return data, sources
@@ -174,7 +176,7 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
 
 PAPER_LEARNING_RATES = tuple(round(0.1 * k, 1) for k in range(1, 11))  # {0.1, 0.2, ..., 1.0}
 # Fields a restart may change: the evaluation batch and where the data is read or cached.
-SAFE_TO_CHANGE = common.SAFE_TO_CHANGE | {"eval_batch_size", "data_dir", "cache_dir"}
+SAFE_TO_CHANGE = bookkeeping.SAFE_TO_CHANGE | {"eval_batch_size", "data_dir", "cache_dir"}
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "tau")
 
 
@@ -223,7 +225,7 @@ class ListOpsTask:
     self.make_optimizer = make_optimizer(config)
     # Only the update rule is used: the hyperparameters come from the optimizer state.
     self.optimizer = self.make_optimizer(learning_rate=0.0, weight_decay=0.0)
-    self.tau_at = common.tau_schedule(config)
+    self.tau_at = population.tau_schedule(config)
 
   def init_member(self, key, hyperparameters, seed):
     del seed
@@ -293,8 +295,10 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
   steps_per_epoch = len(data["train"]) // config.batch_size
   num_steps = config.num_epochs * steps_per_epoch
-  path = common.prepare_workdir(workdir, config, SAFE_TO_CHANGE, data_used=sources, steps=num_steps)
-  finished = common.finished_results(path, num_steps)
+  path = bookkeeping.prepare_workdir(
+    workdir, config, SAFE_TO_CHANGE, data_used=sources, steps=num_steps
+  )
+  finished = bookkeeping.finished_results(path, num_steps)
   if finished is not None:
     return finished
   task = ListOpsTask(config, estimator)
@@ -351,8 +355,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     logging.info(
       "epoch %d: valid %s test %s",
       epoch,
-      population.describe(valid_correct / num_valid),
-      population.describe(test_correct / num_test),
+      reporting.describe(valid_correct / num_valid),
+      reporting.describe(test_correct / num_test),
     )
     records = population.to_host(state["records"])
     # A diverged member's best epoch so far stands.
@@ -371,7 +375,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   for i, member in enumerate(chosen):
     best_valid, best_test = max(0, int(records["best_valid"][i])), int(records["best_test"][i])
     reports.append(
-      population.member_report(
+      reporting.member_report(
         member,
         {
           "valid_accuracy": best_valid / num_valid,
@@ -384,7 +388,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         int(diverged_at[i]),
       )
     )
-  results = population.finish(
+  results = reporting.finish(
     path,
     config,
     reports,
@@ -405,6 +409,6 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     },
     columns=("valid_accuracy", "test_accuracy", "best_epoch"),
   )
-  population.log_selection(results, "valid_accuracy", ("valid_accuracy", "test_accuracy"))
+  reporting.log_selection(results, "valid_accuracy", ("valid_accuracy", "test_accuracy"))
   run.close()
   return results

@@ -20,7 +20,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from experiments import common, distributed, listops, toy_qp, vae
+from experiments import bookkeeping, config_checks, distributed, listops, toy_qp, vae
 from gr_jax.data import InvalidDataError
 
 EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
@@ -79,7 +79,7 @@ def main(argv):
         logging.set_verbosity(logging.WARNING)
       distributed.check_same_config(config, _WORKDIR.value)
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
-    common.unlock_workdirs()
+    bookkeeping.unlock_workdirs()
   except jax.errors.JaxRuntimeError as e:
     lost = distributed.lost_peer(e)
     if lost is None:
@@ -87,7 +87,7 @@ def main(argv):
     logging.flush()
     print(lost, file=sys.stderr, flush=True)
     os._exit(1)  # not sys.exit: JAX's shutdown would wait for the lost process, then abort
-  except (common.ConfigError, FileNotFoundError, InvalidDataError) as e:
+  except (config_checks.ConfigError, FileNotFoundError, InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")
   except OSError as e:  # a workdir that cannot be written, a full disk
@@ -95,7 +95,7 @@ def main(argv):
     if e.errno == errno.ENOSPC and e.filename is None:  # the checkpointer's own message
       sys.exit(f"error: {e.strerror}")
     sys.exit(f"error: cannot write the run's files in --workdir {_WORKDIR.value}: {e}")
-  except common.Interrupted as e:
+  except bookkeeping.Interrupted as e:
     logging.flush()
     print(f"interrupted: {e}", file=sys.stderr)
     sys.exit(128 + e.signum)
@@ -145,7 +145,7 @@ def field_listing(config, config_file: str) -> str:
   """Every field of ``config`` (dotted names), its value and its comment, one per line."""
   comments = _field_comments(config_file)
   lines = []
-  for field, value in common.flatten(config.to_dict()).items():
+  for field, value in bookkeeping.flatten(config.to_dict()).items():
     comment = comments.get(field)
     lines.append(f"{field} = {value!r}" + (f"  # {comment}" if comment else ""))
   return "\n".join(lines)
@@ -159,7 +159,7 @@ def _config_fields(argv) -> list[str]:
   spec = importlib.util.spec_from_file_location("_config_for_suggestions", paths[-1])
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return list(common.flatten(module.get_config().to_dict()))
+  return list(bookkeeping.flatten(module.get_config().to_dict()))
 
 
 def _parse_flags(argv):

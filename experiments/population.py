@@ -30,7 +30,6 @@ import itertools
 import math
 import os
 import pathlib
-import subprocess
 import time
 from typing import Any, Callable, Sequence
 
@@ -42,7 +41,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
-from experiments import common, rng
+from experiments import bookkeeping, config_checks, rng
 
 # Config fields a population may vary per member (data, not program).
 HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
@@ -74,40 +73,42 @@ _ALLOWED = {
 def check_population_fields(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
   """Checks ``config.population`` and ``steps_per_call`` (ConfigError names the field)."""
   pop = config.population
-  common.require_int(config, "steps_per_call", minimum=1)
+  config_checks.require_int(config, "steps_per_call", minimum=1)
   ok = isinstance(pop.size, int) and not isinstance(pop.size, bool) and pop.size >= 1
-  common.require(ok, "population.size", "an int >= 1", pop.size)
-  common.require(pop.search in SEARCHES, "population.search", f"one of {SEARCHES}", pop.search)
-  common.require(
+  config_checks.require(ok, "population.size", "an int >= 1", pop.size)
+  config_checks.require(
+    pop.search in SEARCHES, "population.search", f"one of {SEARCHES}", pop.search
+  )
+  config_checks.require(
     pop.vectorize in VECTORIZE, "population.vectorize", f"one of {VECTORIZE}", pop.vectorize
   )
-  common.require(
+  config_checks.require(
     isinstance(pop.search_seed, int), "population.search_seed", "an int", pop.search_seed
   )
   for field in (*HYPERPARAMETERS, "seed"):
     values = tuple(pop[field])
     if not values:
       continue
-    common.require(
+    config_checks.require(
       pop.search == "lists", f"population.{field}", "empty unless population.search='lists'", values
     )
     if field == "seed":
-      common.require(
+      config_checks.require(
         all(isinstance(v, int) and not isinstance(v, bool) for v in values),
         "population.seed",
         "a list of ints",
         values,
       )
       continue
-    common.require(
+    config_checks.require(
       field in hyperparameters,
       f"population.{field}",
       f"empty: this experiment's hyperparameters are {tuple(hyperparameters)}",
       values,
     )
     allowed, test = _ALLOWED[field]
-    common.require(
-      all(common.is_number(v) and test(v) for v in values),
+    config_checks.require(
+      all(config_checks.is_number(v) and test(v) for v in values),
       f"population.{field}",
       f"a list of {allowed}s",
       values,
@@ -115,27 +116,27 @@ def check_population_fields(config: ConfigDict, hyperparameters: Sequence[str]) 
   if pop.search == "lists":
     lists = [tuple(pop[f]) for f in (*HYPERPARAMETERS, "seed")]
     combinations = math.prod(len(v) for v in lists if v)
-    common.require(
+    config_checks.require(
       any(lists),
       "population.search",
       "'none' or 'paper' when every population list is empty"
       " (with 'lists', give e.g. --config.population.learning_rate='(0.1,0.5)')",
       pop.search,
     )
-    common.require(
+    config_checks.require(
       pop.size in (1, combinations),
       "population.size",
       f"1 or {combinations} (the number of combinations of the lists)",
       pop.size,
     )
   size = population_size(config)
-  common.require(
+  config_checks.require(
     isinstance(pop.num_shards, int) and 1 <= pop.num_shards <= size,
     "population.num_shards",
     f"an int in [1, {size}] (the population's size)",
     pop.num_shards,
   )
-  common.require(
+  config_checks.require(
     isinstance(pop.shard_index, int) and 0 <= pop.shard_index < pop.num_shards,
     "population.shard_index",
     f"an int in [0, {pop.num_shards - 1}]",
@@ -206,11 +207,31 @@ def use_cpu_cores(config: ConfigDict, num_members: int) -> None:
       pass
 
 
+def tau_schedule(config: ConfigDict) -> Callable[[Any, Any], jax.Array]:
+  r"""``(tau, step) -> tau_step``: the temperature schedule, tau and step as data (traceable).
+
+  "constant": :math:`\tau_t = \tau`. "exponential" (Jang et al. 2017):
+  :math:`\tau_t = \max(\tau_{\min}, \tau e^{-r N \lfloor t / N \rfloor})`
+  with r = ``tau_decay_rate`` and N = ``tau_decay_every`` (Jang et al. used
+  r in {1e-5, 1e-4}, N = 500, tau_min = 0.5). tau is the member's own (a
+  population's members may differ in it).
+  """
+  if config.tau_schedule == "constant":
+    return lambda tau, step: jnp.asarray(tau, jnp.float32)
+  every, rate, floor = config.tau_decay_every, config.tau_decay_rate, config.tau_min
+
+  def exponential(tau, step):
+    decays = (jnp.asarray(step) // every).astype(jnp.float32)
+    return jnp.maximum(floor, tau * jnp.exp(-rate * every * decays)).astype(jnp.float32)
+
+  return exponential
+
+
 def check_schedule_floor(config: ConfigDict, chosen: Sequence[Member]) -> None:
   """The exponential temperature schedule's floor must not exceed any member's tau."""
   if config.tau_schedule == "exponential" and "tau" in chosen[0].hyperparameters:
     lowest = min(m.hyperparameters["tau"] for m in chosen)
-    common.require(
+    config_checks.require(
       isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= lowest,
       "tau_min",
       f"a number in (0, {lowest}] (the lowest member tau) with tau_schedule='exponential'",
@@ -266,36 +287,6 @@ class Task:
     return self.num_examples // self.batch_size
 
 
-def software_record() -> dict:
-  """The versions that trained a run, and the clone's git commit when run from one."""
-  import flax
-  import optax
-
-  record = {
-    "versions": {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
-  }
-  root = pathlib.Path(__file__).resolve().parents[1]
-  if (root / ".git").exists():
-
-    def git(*args):
-      result = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30
-      )
-      return result.stdout.strip() if result.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if commit:
-      record["git_commit"] = commit + (
-        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
-      )
-  return record
-
-
-def device_name() -> str:
-  """E.g. "NVIDIA H200 x1 (gpu)" or "cpu x1 (cpu)": what trained the population."""
-  return f"{jax.devices()[0].device_kind} x{len(jax.devices())} ({jax.default_backend()})"
-
-
 def to_host(tree: Any) -> Any:
   """Numpy copies of (possibly sharded, possibly multi-host) arrays."""
   if jax.process_count() > 1:
@@ -320,7 +311,7 @@ class Trainer:
     self.mesh = Mesh(np.array(devices), (AXIS,))
     self.member_sharded = len(devices) > 1 and self.size > 1
     if self.member_sharded and self.size % len(devices):
-      raise common.ConfigError(
+      raise config_checks.ConfigError(
         f"config.population.size: this job's {self.size} members do not divide evenly over its"
         f" {len(devices)} devices; use a multiple of {len(devices)} (or population.num_shards)."
       )
@@ -479,12 +470,12 @@ class Run:
 
   def __init__(self, trainer: Trainer, path: pathlib.Path, log_names: Sequence[str] = ()):
     self.trainer, self.path, self.log_names = trainer, path, tuple(log_names)
-    self.stop = common.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
-    self.checkpointer, self.writer, self.state, self.start = common.start_or_resume(
+    self.stop = bookkeeping.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
+    self.checkpointer, self.writer, self.state, self.start = bookkeeping.start_or_resume(
       path, trainer.init_state()
     )
     self.member_ids = [m.index for m in trainer.chosen]
-    self.progress = common.ProgressLogger(self.start, trainer.task.num_steps)
+    self.progress = bookkeeping.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
     self.writer.describe_run(
       trainer.config.to_dict(), {m.index: m.hyperparameters for m in trainer.chosen}
@@ -557,7 +548,7 @@ class Run:
     trained model's checkpoint is saved, so a rerun evaluates it again."""
     if self.stop.requested:
       self.close()
-      raise common.Interrupted(self.stop.signum, self.last_step)
+      raise bookkeeping.Interrupted(self.stop.signum, self.last_step)
 
   # Logged at their value at the step; every other train metric is averaged over the
   # log_every steps up to it (one minibatch alone makes a noisy curve).
@@ -604,150 +595,3 @@ class Run:
     self.writer.close()
     self.checkpointer.close()
     self.stop.restore()
-
-
-def describe(values: np.ndarray) -> str:
-  """A member's value, or the best / median / worst of a population's."""
-  if len(values) == 1:
-    return f"{values[0]:.4f}"
-  low, middle, high = np.nanmin(values), np.nanmedian(values), np.nanmax(values)
-  return f"min {low:.4f} median {middle:.4f} max {high:.4f} ({len(values)} members)"
-
-
-def member_report(member: Member, results: dict, diverged_at: int) -> dict:
-  """A ``members`` entry of results.json."""
-  return {
-    "member": member.index,
-    "seed": member.seed,
-    **member.hyperparameters,
-    **results,
-    "diverged_at_step": diverged_at if diverged_at >= 0 else None,
-  }
-
-
-def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
-  """The member with the best finite ``metric`` (the paper's model selection on validation)."""
-  finite = [r for r in reports if r.get(metric) is not None and math.isfinite(r[metric])]
-  if not finite:
-    return None
-  return (min if mode == "min" else max)(finite, key=lambda r: r[metric])
-
-
-def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
-  """The results line of the selected member, or one line saying why no member could be selected."""
-  if results["selected_member"] is not None:
-    logging.info(
-      "results: %s (member %s of %d)",
-      " ".join(f"{n} {results[n]:.4g}" for n in names),
-      results["selected_member"],
-      len(results["members"]),
-    )
-    return
-  diverged = [
-    m["diverged_at_step"] for m in results["members"] if m["diverged_at_step"] is not None
-  ]
-  why = (
-    f"every member diverged (at steps {diverged})"
-    if len(diverged) == len(results["members"])
-    else f"no member has a finite {metric}"
-  )
-  logging.warning(
-    "no member could be selected on %s: %s; the members' results are in results.json.", metric, why
-  )
-
-
-def finish(
-  path: pathlib.Path,
-  config: ConfigDict,
-  reports: list[dict],
-  metric: str,
-  mode: str,
-  common_results: dict,
-  columns: Sequence[str],
-) -> dict:
-  """Writes results.json (the selected member's results, plus every member's) and summary.md."""
-  common_results = {
-    **common_results,
-    "population_size": population_size(config),
-    "shard": [config.population.shard_index, config.population.num_shards],
-    "device": device_name(),
-    **software_record(),
-  }
-  return write_results(path, reports, metric, mode, common_results, columns)
-
-
-def write_results(
-  path: pathlib.Path,
-  reports: list[dict],
-  metric: str,
-  mode: str,
-  common_results: dict,
-  columns: Sequence[str],
-) -> dict:
-  """results.json (``common_results``, the selected member's results, ``members``), summary.md."""
-  selected = select(reports, metric, mode)
-  # A member evaluated again more precisely (the VAE's selection_eval_samples) reports those
-  # numbers.
-  results = {
-    **common_results,
-    **(selected or {metric: None}),
-    **(selected or {}).get("final", {}),
-    "members": reports,
-    "selected_by": [metric, mode],
-    "summary_columns": list(columns),
-  }
-  results["selected_member"] = selected["member"] if selected else None
-  results.pop("member", None)
-  results.pop("final", None)
-  common.write_json_atomic(path / "results.json", results)
-  common.write_text_atomic(
-    path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns)
-  )
-  return results
-
-
-def run_line(common_results: dict) -> str:
-  """summary.md's first line: what the run was (so that the file can be read alone)."""
-  parts = [f"estimator {common_results['estimator']}"] if "estimator" in common_results else []
-  parts += [f"{common_results['steps']} steps"] if "steps" in common_results else []
-  parts += [f"{common_results['num_epochs']} epochs"] if "num_epochs" in common_results else []
-  parts += [f"batch size {common_results['batch_size']}"] if "batch_size" in common_results else []
-  if "num_eval_samples" in common_results:
-    parts.append(
-      f"bounds: IWAE M = {common_results['num_eval_samples']} on"
-      f" {common_results['num_eval_examples']}"
-      " images per split"
-    )
-  return ("Run: " + ", ".join(parts) + ".\n\n") if parts else ""
-
-
-def summary_table(reports: Sequence[dict], metric: str, mode: str, columns: Sequence[str]) -> str:
-  """Markdown: one row per member, sorted by ``metric`` (best first; diverged last)."""
-
-  def order(r):
-    value = r.get(metric)
-    if value is None or not math.isfinite(value):
-      return (1, 0.0)
-    return (0, value if mode == "min" else -value)
-
-  fields = [
-    "member",
-    "seed",
-    *[h for h in HYPERPARAMETERS if h in reports[0]],
-    *columns,
-    "diverged_at_step",
-  ]
-  lines = ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
-  for report in sorted(reports, key=order):
-    cells = []
-    for field in fields:
-      value = report.get(field)
-      cells.append(
-        "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
-      )
-    lines.append("| " + " | ".join(cells) + " |")
-  return (
-    f"Members sorted by {metric} ({'lower' if mode == 'min' else 'higher'} is better).\n\n"
-    + "\n".join(lines)
-    + "\n"
-  )

@@ -21,7 +21,7 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-from experiments import common
+from experiments import bookkeeping, config_checks
 from gr_jax import diagnostics, estimators, toy_qp
 
 
@@ -31,24 +31,24 @@ def validate(config: ConfigDict) -> list[estimators.Estimator]:
     try:
       chosen.append(estimators.get(name))
     except ValueError as e:
-      raise common.ConfigError(f"config.estimators: {e}") from None
-  common.require(
+      raise config_checks.ConfigError(f"config.estimators: {e}") from None
+  config_checks.require(
     len(chosen) >= 2, "estimators", "a list of at least two estimator names", config.estimators
   )
-  common.require(
+  config_checks.require(
     len(config.taus) >= 1 and all(isinstance(t, (int, float)) and t > 0 for t in config.taus),
     "taus",
     "a non-empty list of numbers > 0",
     config.taus,
   )
-  common.require_int(config, "grid_resolution", minimum=3)
-  common.require_int(config, "num_draws", minimum=2)
-  common.require_int(config, "points_per_batch", "opt_steps", minimum=1)
-  common.require(
+  config_checks.require_int(config, "grid_resolution", minimum=3)
+  config_checks.require_int(config, "num_draws", minimum=2)
+  config_checks.require_int(config, "points_per_batch", "opt_steps", minimum=1)
+  config_checks.require(
     config.opt_learning_rate > 0, "opt_learning_rate", "a number > 0", config.opt_learning_rate
   )
-  common.require(config.opt_tau > 0, "opt_tau", "a number > 0", config.opt_tau)
-  common.require(
+  config_checks.require(config.opt_tau > 0, "opt_tau", "a number > 0", config.opt_tau)
+  config_checks.require(
     len(config.opt_start) == 3
     and all(v > 0 for v in config.opt_start)
     and abs(sum(config.opt_start) - 1) < 1e-6,
@@ -121,8 +121,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     the second estimator has the lower variance, final objectives).
   """
   chosen = validate(config)
-  path = common.prepare_workdir(workdir, config)
-  writer = common.MetricsWriter(path)
+  path = bookkeeping.prepare_workdir(workdir, config)
+  writer = bookkeeping.MetricsWriter(path)
   q, c = toy_qp.paper_problem()
   points = toy_qp.simplex_grid(config.grid_resolution)
   key = jax.random.key(config.seed)
@@ -145,7 +145,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         )
         for e, fn in enumerate(variance_fns)
       ]
-      with common.atomic_path(file) as tmp:
+      with bookkeeping.atomic_path(file) as tmp:
         np.savez(tmp, points=points, **dict(zip(names, maps[tau])))
     difference = maps[tau][0] - maps[tau][1]
     summary[str(tau)] = {
@@ -167,7 +167,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       len(points),
       summary[str(tau)]["median_log10_reduction"],
     )
-  common.write_json_atomic(path / "variance_summary.json", summary)
+  bookkeeping.write_json_atomic(path / "variance_summary.json", summary)
   curves = {"exact gradient": optimize(None, config, q, c, key)}
   for e, (name, est) in enumerate(zip(names, chosen)):
     curves[name] = optimize(est, config, q, c, jax.random.fold_in(key, 10_000 + e))
@@ -179,7 +179,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     "optimization_tau": config.opt_tau,
     "seed": config.seed,
   }
-  common.write_json_atomic(path / "results.json", results)
-  common.write_json_atomic(path / "optimization.json", {k: v.tolist() for k, v in curves.items()})
+  bookkeeping.write_json_atomic(path / "results.json", results)
+  bookkeeping.write_json_atomic(
+    path / "optimization.json", {k: v.tolist() for k, v in curves.items()}
+  )
   writer.close()
   return results

@@ -25,7 +25,7 @@ from absl import logging
 from flax import nnx
 from ml_collections import ConfigDict
 
-from experiments import common, population, rng
+from experiments import bookkeeping, config_checks, population, reporting, rng
 from gr_jax import diagnostics, estimators
 from gr_jax.data import mnist
 from gr_jax.models import vae
@@ -40,33 +40,33 @@ SELECTION = ("valid_nll", "min")
 
 def validate(config: ConfigDict) -> estimators.Estimator:
   """Checks the config before any compute; ConfigError names the field."""
-  estimator = common.check_estimator(config, num_categories=config.arity)
-  common.check_common(config)
+  estimator = config_checks.check_estimator(config, num_categories=config.arity)
+  config_checks.check_common(config)
   population.check_population_fields(config, HYPERPARAMETERS)
   try:
     vae.log2_arity(config.arity)
   except ValueError:
-    raise common.ConfigError(
+    raise config_checks.ConfigError(
       f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
     ) from None
-  common.require_int(config, "num_vars", minimum=1)
-  common.require_int(config, "num_steps", minimum=0)
-  common.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
-  common.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
-  common.require(
+  config_checks.require_int(config, "num_vars", minimum=1)
+  config_checks.require_int(config, "num_steps", minimum=0)
+  config_checks.require(0 <= config.momentum < 1, "momentum", "in [0, 1)", config.momentum)
+  config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  config_checks.require(
     config.decoder_output_bias in OUTPUT_BIASES,
     "decoder_output_bias",
     f"one of {OUTPUT_BIASES}",
     config.decoder_output_bias,
   )
-  common.require(
+  config_checks.require(
     config.center_inputs in CENTERINGS,
     "center_inputs",
     f"one of {CENTERINGS}",
     config.center_inputs,
   )
-  common.require(
-    common.is_number(config.centering_decay) and 0 <= config.centering_decay < 1,
+  config_checks.require(
+    config_checks.is_number(config.centering_decay) and 0 <= config.centering_decay < 1,
     "centering_decay",
     "a number in [0, 1)",
     config.centering_decay,
@@ -76,8 +76,10 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     ("kernel_init", vae.KERNEL_INITS),
     ("prior", vae.PRIORS),
   ):
-    common.require(config[field] in allowed, field, f"one of {tuple(allowed)}", config[field])
-  common.require_int(
+    config_checks.require(
+      config[field] in allowed, field, f"one of {tuple(allowed)}", config[field]
+    )
+  config_checks.require_int(
     config,
     "eval_every",
     "checkpoint_every",
@@ -87,7 +89,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     minimum=0,
     allowed="an int >= 0 (0 = off)",
   )
-  common.require_int(
+  config_checks.require_int(
     config,
     "num_eval_samples",
     "periodic_eval_samples",
@@ -95,11 +97,11 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     "iwae_chunk_size",
     minimum=1,
   )
-  common.require_int(config, "variance_draws", "mse_reference_draws", minimum=2)
-  common.require_int(
+  config_checks.require_int(config, "variance_draws", "mse_reference_draws", minimum=2)
+  config_checks.require_int(
     config, "selection_eval_samples", minimum=0, allowed="an int >= 0 (0 = num_eval_samples)"
   )
-  common.require(
+  config_checks.require(
     isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
     "num_eval_examples",
     "-1 (all) or an int >= 1",
@@ -115,7 +117,7 @@ def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
     download=config.download,
     synthetic_data=config.dataset == "synthetic",
   )
-  common.require_batch_fits(config, len(data["train"]), "training images")
+  config_checks.require_batch_fits(config, len(data["train"]), "training images")
   return data, source
 
 
@@ -124,7 +126,7 @@ PAPER_WEIGHT_DECAYS = (0.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 # Fields a restart may change: intervals and costs of the measurements, where the data is read,
 # and the final evaluation (EVALUATION_FIELDS: they change what is measured, never the training).
 EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
-SAFE_TO_CHANGE = common.SAFE_TO_CHANGE | {
+SAFE_TO_CHANGE = bookkeeping.SAFE_TO_CHANGE | {
   "eval_every",
   "variance_every",
   "mse_every",
@@ -210,7 +212,7 @@ class VAETask:
     )
     self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
-    self.tau_at = common.tau_schedule(config)
+    self.tau_at = population.tau_schedule(config)
     self.reinforce = estimators.get("reinforce")
     # Only the optimizer's update rule is used: the hyperparameters come from its state.
     self.optimizer = make_optimizer(learning_rate=0.0, momentum=0.0, weight_decay=0.0)
@@ -428,7 +430,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
     )
   diverged_at = population.to_host(state["diverged_at"])
   reports = [
-    population.member_report(
+    reporting.member_report(
       member,
       {
         "valid_nll": float(nll["valid"][i]),
@@ -439,7 +441,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
     )
     for i, member in enumerate(chosen)
   ]
-  selected = population.select(reports, *SELECTION)
+  selected = reporting.select(reports, *SELECTION)
   if samples != config.num_eval_samples and selected is not None:
     i = reports.index(selected)
     final = {"num_eval_samples": config.num_eval_samples}
@@ -483,7 +485,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   population.use_cpu_cores(config, len(chosen))
   population.check_schedule_floor(config, chosen)
   data, source = load_data(config)
-  path = common.prepare_workdir(
+  path = bookkeeping.prepare_workdir(
     workdir,
     config,
     SAFE_TO_CHANGE,
@@ -491,7 +493,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     steps=config.num_steps,
     evaluation_fields=EVALUATION_FIELDS,
   )
-  finished = common.finished_results(path, config.num_steps)
+  finished = bookkeeping.finished_results(path, config.num_steps)
   if finished is not None:
     return finished
   task = VAETask(config, estimator, data["train"].mean(axis=0))
@@ -553,7 +555,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)},
     )
     logging.info(
-      "step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, population.describe(nll)
+      "step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, reporting.describe(nll)
     )
 
   measure_every = math.gcd(config.variance_every, config.mse_every)
@@ -579,7 +581,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   t0 = time.perf_counter()
   reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0
-  results = population.finish(
+  results = reporting.finish(
     path,
     config,
     reports,
@@ -598,7 +600,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     },
     columns=("valid_nll", "test_nll"),
   )
-  population.log_selection(results, SELECTION[0], ("valid_nll", "test_nll"))
+  reporting.log_selection(results, SELECTION[0], ("valid_nll", "test_nll"))
   run.close()
   return results
 

@@ -60,9 +60,9 @@ def _slug(name: str) -> str:
 def main(argv):
   del argv
   out = pathlib.Path(_OUT.value)
-  common = [*_SET.value, "population.search=lists", f"population.seed=({','.join(_SEEDS.value)},)"]
+  shared = [*_SET.value, "population.search=lists", f"population.seed=({','.join(_SEEDS.value)},)"]
   if _DATA_DIR.value:
-    common.append(f"data_dir={_DATA_DIR.value}")
+    shared.append(f"data_dir={_DATA_DIR.value}")
   table, lines = (
     [],
     [
@@ -75,7 +75,7 @@ def main(argv):
     for arm in _ARMS.value:
       workdir = out / setting / _slug(arm)
       print(f"{setting} / {arm}: training in {workdir}", flush=True)
-      launch.train(_CONFIG.value, workdir, [*common, *SETTINGS[setting], *ARMS[arm]])
+      launch.train(_CONFIG.value, workdir, [*shared, *SETTINGS[setting], *ARMS[arm]])
       members = json.loads((workdir / "results.json").read_text())["members"]
       valid = [m["valid_nll"] for m in members]
       test = [m["test_nll"] for m in members]

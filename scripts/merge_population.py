@@ -15,7 +15,7 @@ import pathlib
 
 from absl import app, flags
 
-from experiments import common, listops, population, vae
+from experiments import bookkeeping, listops, reporting, vae
 
 _OUT = flags.DEFINE_string(
   "out", None, "Directory for the merged results.json and summary.md.", required=True
@@ -71,12 +71,12 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
           " not finish):"
           " run that slice's job again."
         )
-  reference = common.flatten(configs[0])
+  reference = bookkeeping.flatten(configs[0])
   safe_to_change = {"vae": vae.SAFE_TO_CHANGE, "listops": listops.SAFE_TO_CHANGE}.get(
-    configs[0].get("experiment"), common.SAFE_TO_CHANGE
+    configs[0].get("experiment"), bookkeeping.SAFE_TO_CHANGE
   )
   for workdir, config in zip(workdirs[1:], configs[1:]):
-    flat = common.flatten(config)
+    flat = bookkeeping.flatten(config)
     # Fields that may differ between slices: the shard, and what a restart may change (logging,
     # evaluation).
     mismatch = [
@@ -109,7 +109,7 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
   )
   try:
     out.mkdir(parents=True, exist_ok=True)
-    return population.write_results(out, reports, metric, mode, common_results, columns)
+    return reporting.write_results(out, reports, metric, mode, common_results, columns)
   except OSError as e:
     raise SystemExit(f"error: cannot write the merged results in --out={out}: {e}") from None
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from configs import listops_L10
-from experiments import common
+from experiments import config_checks
 from experiments import listops as listops_experiment
 from gr_jax.data import InvalidDataError, listops
 from tests.cli import run_main
@@ -116,7 +116,7 @@ def test_bad_config_values_name_the_field(tmp_path, field, value):
   config.dataset = "synthetic"
   config.num_train_examples = 80
   config[field] = value
-  with pytest.raises(common.ConfigError, match=f"config\\.{field}"):
+  with pytest.raises(config_checks.ConfigError, match=f"config\\.{field}"):
     listops_experiment.train_and_evaluate(config, str(tmp_path))
 
 
@@ -166,7 +166,7 @@ def test_too_few_generated_examples_for_one_batch_names_num_train_examples(tmp_p
     3,
   )
   with pytest.raises(
-    common.ConfigError, match=r"^config\.num_train_examples=3 gives \d+ training examples"
+    config_checks.ConfigError, match=r"^config\.num_train_examples=3 gives \d+ training examples"
   ):
     listops_experiment.load_data(config)
 
@@ -247,7 +247,7 @@ def test_bad_bytes_labels_and_caches_are_one_line_each(tmp_path):
   blocked = tmp_path / "file"
   blocked.write_text("")
   config.cache_dir = str(blocked / "sub")
-  with pytest.raises(common.ConfigError, match=r"^config\.cache_dir="):
+  with pytest.raises(config_checks.ConfigError, match=r"^config\.cache_dir="):
     listops_experiment.load_data(config)
 
 

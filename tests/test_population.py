@@ -10,6 +10,7 @@ that, and a wrong batch, key or hyperparameter changes parameters by > 1e-2.
 """
 
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -22,7 +23,7 @@ import optax
 import pytest
 
 from configs import listops_L10, vae_16ary
-from experiments import common, listops, population, vae
+from experiments import config_checks, listops, population, reporting, vae
 from tests.cli import ROOT, run_main
 
 # Integration tests (whole runs, subprocesses): `pytest -m "not slow"` skips them.
@@ -226,9 +227,9 @@ def test_selection_takes_the_best_finite_validation_member():
     {"member": 2, "valid_nll": 95.0},
     {"member": 3, "valid_nll": None},
   ]
-  assert population.select(reports, "valid_nll", "min")["member"] == 2
-  assert population.select(reports, "valid_nll", "max")["member"] == 0
-  assert population.select(reports[1:2], "valid_nll", "min") is None
+  assert reporting.select(reports, "valid_nll", "min")["member"] == 2
+  assert reporting.select(reports, "valid_nll", "max")["member"] == 0
+  assert reporting.select(reports[1:2], "valid_nll", "min") is None
 
 
 @pytest.mark.parametrize(
@@ -281,7 +282,7 @@ def test_selection_takes_the_best_finite_validation_member():
   ],
 )
 def test_bad_population_configs_name_the_field(tmp_path, overrides, field):
-  with pytest.raises(common.ConfigError, match=f"config\\.{field.replace('.', '[.]')}"):
+  with pytest.raises(config_checks.ConfigError, match=f"config\\.{field.replace('.', '[.]')}"):
     vae.train_and_evaluate(_config(**overrides), str(tmp_path))
   assert not (tmp_path / "checkpoints").exists()
 
@@ -289,7 +290,9 @@ def test_bad_population_configs_name_the_field(tmp_path, overrides, field):
 def test_listops_has_no_momentum_to_search(tmp_path):
   config = listops_L10.get_config()
   config.population.search, config.population.momentum = "lists", (0.5,)
-  with pytest.raises(common.ConfigError, match=r"config\.population\.momentum must be empty"):
+  with pytest.raises(
+    config_checks.ConfigError, match=r"config\.population\.momentum must be empty"
+  ):
     listops.train_and_evaluate(config, str(tmp_path))
 
 
@@ -297,7 +300,7 @@ _SHARDED = """
 import sys, json, numpy as np, jax
 sys.path.insert(0, {root!r})
 from tests import test_population as t
-from experiments import common
+from experiments import config_checks, population
 assert len(jax.devices()) == 4
 out = {{}}
 for name, config in t.sharding_cases().items():
@@ -306,7 +309,7 @@ for name, config in t.sharding_cases().items():
   out[name + "_layout"] = [trainer.member_sharded, trainer.data_parallel]
 try:
   t._trainer(t._config(population_size=3))
-except common.ConfigError as e:
+except config_checks.ConfigError as e:
   out["uneven"] = str(e)
 print(json.dumps(out))
 """
@@ -530,10 +533,10 @@ def test_no_selectable_member_is_said_in_one_line(caplog):
     {"member": i, "valid_nll": None, "test_nll": None, "diverged_at_step": 4 + i} for i in range(2)
   ]
   with caplog.at_level("INFO"):
-    population.log_selection(
+    reporting.log_selection(
       {"selected_member": None, "members": members}, "valid_nll", ("valid_nll", "test_nll")
     )
-    population.log_selection(
+    reporting.log_selection(
       {"selected_member": None, "members": [{**members[0], "diverged_at_step": None}]},
       "valid_nll",
       (),
@@ -554,3 +557,19 @@ def test_no_selectable_member_is_said_in_one_line(caplog):
 )
 def test_auto_splits_the_members_over_the_most_cores_that_divide_them(members, cores, devices):
   assert population.cpu_devices_for(members, cores) == devices
+
+
+def test_tau_schedule_exponential_decay_to_a_floor():
+  config = vae_16ary.get_config()
+  config.tau, config.tau_schedule, config.tau_min = 1.0, "exponential", 0.3
+  config.tau_decay_rate, config.tau_decay_every = 0.01, 10
+  schedule = population.tau_schedule(config)
+  for step in (0, 9, 10, 55, 200):
+    expected = max(0.3, math.exp(-0.01 * 10 * (step // 10)))
+    assert float(schedule(1.0, step)) == pytest.approx(expected, rel=1e-6)
+    # tau is data: a member with another tau decays from its own.
+    assert float(schedule(0.5, step)) == pytest.approx(
+      max(0.3, 0.5 * math.exp(-0.01 * 10 * (step // 10))), rel=1e-6
+    )
+  config.tau_schedule = "constant"
+  assert float(population.tau_schedule(config)(1.0, 10_000)) == 1.0

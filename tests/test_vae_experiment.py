@@ -16,7 +16,7 @@ import pytest
 from flax import nnx
 
 from configs import vae_16ary
-from experiments import common, population, vae
+from experiments import bookkeeping, config_checks, population, vae
 from gr_jax.models import vae as vae_model
 from tests.cli import ROOT, run_main
 
@@ -156,7 +156,7 @@ def test_bad_config_values_name_the_field(tmp_path, override, field):
   config.dataset = "synthetic"
   name, value = override.split("=")
   config[name] = type(config[name])(value) if name != "estimator" else value
-  with pytest.raises(common.ConfigError, match=field.replace(".", r"\.")):
+  with pytest.raises(config_checks.ConfigError, match=field.replace(".", r"\.")):
     vae.train_and_evaluate(config, str(tmp_path))
   assert not (tmp_path / "checkpoints").exists()  # stopped before any compute
 
@@ -398,7 +398,7 @@ def test_sigterm_saves_a_checkpoint_and_the_run_resumes(tmp_path):
 
 
 def test_second_run_on_a_workdir_is_refused(tmp_path):
-  common.lock_workdir(tmp_path)  # this test process holds the workdir
+  bookkeeping.lock_workdir(tmp_path)  # this test process holds the workdir
   other = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", check=False)
   last = other.stderr.strip().splitlines()[-1]
   assert other.returncode != 0 and "Traceback" not in other.stderr
@@ -571,7 +571,7 @@ def test_output_bias_and_input_centring_switches():
     field, value = bad.split("=")
     broken = vae_16ary.get_config()
     broken[field] = type(broken[field])(value)
-    with pytest.raises(common.ConfigError, match=rf"config\.{field}"):
+    with pytest.raises(config_checks.ConfigError, match=rf"config\.{field}"):
       vae.validate(broken)
 
 

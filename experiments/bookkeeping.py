@@ -1,4 +1,4 @@
-"""What every experiment shares: config checks, the workdir's files, checkpoints.
+"""A run's workdir: its config, metrics, checkpoints and results; how a run stops and resumes.
 
 A workdir holds ``config.json``, ``metrics.jsonl`` (one JSON object per logged
 step), TensorBoard events (when tensorboardX is installed), ``checkpoints/``
@@ -19,146 +19,16 @@ import shutil
 import signal
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
-from gr_jax import estimators
-
-
-class ConfigError(ValueError):
-  """An invalid config value; the message names the field and the allowed values."""
-
-
-def is_number(value: Any) -> bool:
-  """An int or float, not a bool."""
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def require(condition: bool, field: str, allowed: str, value: Any) -> None:
-  """Raises ConfigError('config.FIELD must be ALLOWED; got VALUE') unless condition."""
-  if not condition:
-    raise ConfigError(f"config.{field} must be {allowed}; got {value!r}.")
-
-
-def require_int(config: ConfigDict, *fields: str, minimum: int, allowed: str | None = None) -> None:
-  """Each field must be an int >= minimum (bools are not ints here)."""
-  for field in fields:
-    value = config[field]
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-    require(ok, field, allowed or f"an int >= {minimum}", value)
-
-
-def require_batch_fits(config: ConfigDict, num_examples: int, what: str) -> None:
-  """config.batch_size must not exceed the number of training examples."""
-  require(
-    config.batch_size <= num_examples,
-    "batch_size",
-    f"at most the number of {what} ({num_examples})",
-    config.batch_size,
-  )
-
-
-def check_estimator(
-  config: ConfigDict, *, straight_through_only: bool = False, num_categories: int | None = None
-) -> estimators.Estimator:
-  """The configured estimator, or ConfigError naming the valid ones.
-
-  Args:
-    config: the experiment's config (its ``estimator`` field).
-    straight_through_only: the experiment needs the sample itself to carry the
-      gradient (a one-hot forward, no score-function surrogate).
-    num_categories: the arity of the variables, when the experiment fixes one.
-  """
-  name = config.estimator
-  try:
-    estimator = estimators.get(name)
-  except ValueError as e:
-    raise ConfigError(f"config.estimator: {e}") from None
-  if straight_through_only and not estimator.straight_through:
-    raise ConfigError(
-      "config.estimator must be a straight-through estimator (one-hot forward, custom"
-      f" backward: {', '.join(estimators.name_patterns(straight_through=True))}) for this"
-      f" experiment; got {name!r}."
-    )
-  if estimator.binary_only and num_categories != 2:
-    raise ConfigError(
-      f"config.estimator {name!r} needs binary variables (arity 2); this experiment's"
-      f" variables have {num_categories or 'varying numbers of'} categories."
-    )
-  return estimator
-
-
-TAU_SCHEDULES = ("constant", "exponential")
-
-
-def check_common(config: ConfigDict) -> None:
-  """Checks the fields every experiment shares, before any compute."""
-  require(
-    isinstance(config.tau, (int, float)) and math.isfinite(config.tau) and config.tau > 0,
-    "tau",
-    "a finite number > 0",
-    config.tau,
-  )
-  require(
-    config.tau_schedule in TAU_SCHEDULES,
-    "tau_schedule",
-    f"one of {TAU_SCHEDULES}",
-    config.tau_schedule,
-  )
-  # tau_min is checked against the members' own taus (population.check_schedule_floor).
-  require(
-    isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
-    "tau_decay_rate",
-    "a number >= 0 (per step)",
-    config.tau_decay_rate,
-  )
-  require_int(config, "tau_decay_every", minimum=1)
-  require_int(config, "batch_size", minimum=1)
-  require(
-    isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
-    "learning_rate",
-    "a number > 0",
-    config.learning_rate,
-  )
-  require(
-    isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
-    "weight_decay",
-    "a number >= 0",
-    config.weight_decay,
-  )
-  require(
-    isinstance(config.seed, int) and not isinstance(config.seed, bool),
-    "seed",
-    "an int",
-    config.seed,
-  )
-
-
-def tau_schedule(config: ConfigDict) -> Callable[[Any, Any], jax.Array]:
-  r"""``(tau, step) -> tau_step``: the temperature schedule, tau and step as data (traceable).
-
-  "constant": :math:`\tau_t = \tau`. "exponential" (Jang et al. 2017):
-  :math:`\tau_t = \max(\tau_{\min}, \tau e^{-r N \lfloor t / N \rfloor})`
-  with r = ``tau_decay_rate`` and N = ``tau_decay_every`` (Jang et al. used
-  r in {1e-5, 1e-4}, N = 500, tau_min = 0.5). tau is the member's own (a
-  population's members may differ in it).
-  """
-  if config.tau_schedule == "constant":
-    return lambda tau, step: jnp.asarray(tau, jnp.float32)
-  every, rate, floor = config.tau_decay_every, config.tau_decay_rate, config.tau_min
-
-  def exponential(tau, step):
-    decays = (jnp.asarray(step) // every).astype(jnp.float32)
-    return jnp.maximum(floor, tau * jnp.exp(-rate * every * decays)).astype(jnp.float32)
-
-  return exponential
+from experiments.config_checks import ConfigError
 
 
 @contextlib.contextmanager

@@ -1,0 +1,193 @@
+"""A population's results: member reports, the selection on validation, results.json, summary.md."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import subprocess
+from typing import Sequence
+
+import jax
+import numpy as np
+from absl import logging
+from ml_collections import ConfigDict
+
+from experiments import bookkeeping
+from experiments.population import HYPERPARAMETERS, Member, population_size
+
+
+def software_record() -> dict:
+  """The versions that trained a run, and the clone's git commit when run from one."""
+  import flax
+  import optax
+
+  record = {
+    "versions": {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
+  }
+  root = pathlib.Path(__file__).resolve().parents[1]
+  if (root / ".git").exists():
+
+    def git(*args):
+      result = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30
+      )
+      return result.stdout.strip() if result.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit:
+      record["git_commit"] = commit + (
+        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
+      )
+  return record
+
+
+def device_name() -> str:
+  """E.g. "NVIDIA H200 x1 (gpu)" or "cpu x1 (cpu)": what trained the population."""
+  return f"{jax.devices()[0].device_kind} x{len(jax.devices())} ({jax.default_backend()})"
+
+
+def describe(values: np.ndarray) -> str:
+  """A member's value, or the best / median / worst of a population's."""
+  if len(values) == 1:
+    return f"{values[0]:.4f}"
+  low, middle, high = np.nanmin(values), np.nanmedian(values), np.nanmax(values)
+  return f"min {low:.4f} median {middle:.4f} max {high:.4f} ({len(values)} members)"
+
+
+def member_report(member: Member, results: dict, diverged_at: int) -> dict:
+  """A ``members`` entry of results.json."""
+  return {
+    "member": member.index,
+    "seed": member.seed,
+    **member.hyperparameters,
+    **results,
+    "diverged_at_step": diverged_at if diverged_at >= 0 else None,
+  }
+
+
+def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
+  """The member with the best finite ``metric`` (the paper's model selection on validation)."""
+  finite = [r for r in reports if r.get(metric) is not None and math.isfinite(r[metric])]
+  if not finite:
+    return None
+  return (min if mode == "min" else max)(finite, key=lambda r: r[metric])
+
+
+def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
+  """The results line of the selected member, or one line saying why no member could be selected."""
+  if results["selected_member"] is not None:
+    logging.info(
+      "results: %s (member %s of %d)",
+      " ".join(f"{n} {results[n]:.4g}" for n in names),
+      results["selected_member"],
+      len(results["members"]),
+    )
+    return
+  diverged = [
+    m["diverged_at_step"] for m in results["members"] if m["diverged_at_step"] is not None
+  ]
+  why = (
+    f"every member diverged (at steps {diverged})"
+    if len(diverged) == len(results["members"])
+    else f"no member has a finite {metric}"
+  )
+  logging.warning(
+    "no member could be selected on %s: %s; the members' results are in results.json.", metric, why
+  )
+
+
+def finish(
+  path: pathlib.Path,
+  config: ConfigDict,
+  reports: list[dict],
+  metric: str,
+  mode: str,
+  common_results: dict,
+  columns: Sequence[str],
+) -> dict:
+  """Writes results.json (the selected member's results, plus every member's) and summary.md."""
+  common_results = {
+    **common_results,
+    "population_size": population_size(config),
+    "shard": [config.population.shard_index, config.population.num_shards],
+    "device": device_name(),
+    **software_record(),
+  }
+  return write_results(path, reports, metric, mode, common_results, columns)
+
+
+def write_results(
+  path: pathlib.Path,
+  reports: list[dict],
+  metric: str,
+  mode: str,
+  common_results: dict,
+  columns: Sequence[str],
+) -> dict:
+  """results.json (``common_results``, the selected member's results, ``members``), summary.md."""
+  selected = select(reports, metric, mode)
+  # A member evaluated again more precisely (the VAE's selection_eval_samples) reports those
+  # numbers.
+  results = {
+    **common_results,
+    **(selected or {metric: None}),
+    **(selected or {}).get("final", {}),
+    "members": reports,
+    "selected_by": [metric, mode],
+    "summary_columns": list(columns),
+  }
+  results["selected_member"] = selected["member"] if selected else None
+  results.pop("member", None)
+  results.pop("final", None)
+  bookkeeping.write_json_atomic(path / "results.json", results)
+  bookkeeping.write_text_atomic(
+    path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns)
+  )
+  return results
+
+
+def run_line(common_results: dict) -> str:
+  """summary.md's first line: what the run was (so that the file can be read alone)."""
+  parts = [f"estimator {common_results['estimator']}"] if "estimator" in common_results else []
+  parts += [f"{common_results['steps']} steps"] if "steps" in common_results else []
+  parts += [f"{common_results['num_epochs']} epochs"] if "num_epochs" in common_results else []
+  parts += [f"batch size {common_results['batch_size']}"] if "batch_size" in common_results else []
+  if "num_eval_samples" in common_results:
+    parts.append(
+      f"bounds: IWAE M = {common_results['num_eval_samples']} on"
+      f" {common_results['num_eval_examples']}"
+      " images per split"
+    )
+  return ("Run: " + ", ".join(parts) + ".\n\n") if parts else ""
+
+
+def summary_table(reports: Sequence[dict], metric: str, mode: str, columns: Sequence[str]) -> str:
+  """Markdown: one row per member, sorted by ``metric`` (best first; diverged last)."""
+
+  def order(r):
+    value = r.get(metric)
+    if value is None or not math.isfinite(value):
+      return (1, 0.0)
+    return (0, value if mode == "min" else -value)
+
+  fields = [
+    "member",
+    "seed",
+    *[h for h in HYPERPARAMETERS if h in reports[0]],
+    *columns,
+    "diverged_at_step",
+  ]
+  lines = ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
+  for report in sorted(reports, key=order):
+    cells = []
+    for field in fields:
+      value = report.get(field)
+      cells.append(
+        "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+      )
+    lines.append("| " + " | ".join(cells) + " |")
+  return (
+    f"Members sorted by {metric} ({'lower' if mode == 'min' else 'higher'} is better).\n\n"
+    + "\n".join(lines)
+    + "\n"
+  )
