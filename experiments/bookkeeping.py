@@ -510,6 +510,19 @@ def finished_results(path: pathlib.Path, steps: int, quiet: bool = False) -> dic
   return results
 
 
+def read_checkpoint(path: pathlib.Path) -> Any:
+  """A checkpoint's pytree as saved, on this process's first device, whatever devices saved it.
+
+  ``path`` is a step's item directory (``checkpoints/STEP/default``). A population
+  split over several devices (the CPU's cores, or accelerators) is read whole.
+  """
+  checkpointer = ocp.StandardCheckpointer()
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  metadata = checkpointer.metadata(path.absolute()).item_metadata.tree
+  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), metadata)
+  return checkpointer.restore(path.absolute(), target)
+
+
 class _OnlyOwnRecords(python_logging.Filter):
   """Drops other libraries' log records (orbax's tracebacks while a checkpoint fails to restore)."""
 

@@ -560,9 +560,8 @@ class Run:
       for s in range(first, last + 1)
       if (every and s % every == 0) or s == self.trainer.task.num_steps
     ]
-    previous = (
-      first - 1
-    )  # every multiple of log_every in the block is logged, so an interval starts here
+    # Every multiple of log_every in the block is logged, so an interval starts here.
+    previous = first - 1
     for step in steps:
       window = slice(previous - first + 1, step - first + 1)
       values = {

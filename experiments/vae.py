@@ -566,18 +566,16 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   # One timed batch, so that the ETA counts the final evaluation from the start.
   if run.start < config.num_steps:
     probe = valid[: config.eval_batch_size]
-    evaluator.nll(
-      run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples
-    )  # compiles
+    # The first call compiles; the second is timed.
+    evaluator.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
     t0 = time.perf_counter()
     evaluator.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
     expect_final_evaluation(
       (time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples)
     )
   state = run.train(hooks)
-  evaluator.check_stop = (
-    run.check_stop
-  )  # SIGINT / SIGTERM during the final evaluation: stop cleanly
+  # SIGINT / SIGTERM during the final evaluation: stop cleanly.
+  evaluator.check_stop = run.check_stop
   t0 = time.perf_counter()
   reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0
@@ -646,16 +644,15 @@ def load_trained(
   data = mnist.load(
     data_dir or config.data_dir or None, synthetic_data=config.dataset == "synthetic"
   )
-  config.pixel_means = (
-    data["train"].mean(axis=0).tolist()
-  )  # for the encoder's input centring, if on
+  # For the encoder's input centring, if on.
+  config.pixel_means = data["train"].mean(axis=0).tolist()
   task = VAETask(config, estimators.get("st_gs"), np.asarray(config.pixel_means, np.float32))
   hyperparameters = {k: jnp.float32(config[k]) for k in HYPERPARAMETERS}
   state = task.init_member(jax.random.key(0), hyperparameters, 0)
   if "members" in checkpointer.metadata(path).item_metadata.tree:
     # Only the member's parameters, baseline and input_mean are needed: read the checkpoint as
     # saved (string keys) and put the member's leaves into their structures.
-    members = checkpointer.restore(path)["members"]
+    members = bookkeeping.read_checkpoint(path)["members"]
     pick = lambda tree: [np.asarray(a)[member] for a in jax.tree.leaves(tree)]
     state = {
       "params": jax.tree.unflatten(jax.tree.structure(state["params"]), pick(members["params"])),

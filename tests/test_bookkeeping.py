@@ -2,6 +2,8 @@
 
 import errno
 import json
+import os
+import subprocess
 import sys
 import types
 
@@ -94,3 +96,27 @@ def test_prepare_workdir_allows_safe_changes_only(tmp_path):
   config.learning_rate = 0.9
   with pytest.raises(config_checks.ConfigError, match=r"learning_rate \(saved 0.5, now 0.9\)"):
     bookkeeping.prepare_workdir(str(tmp_path), config)
+
+
+_SAVE_SHARDED = """
+import pathlib, sys, jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from experiments import bookkeeping
+mesh = Mesh(np.array(jax.devices()), ("devices",))
+sharding = NamedSharding(mesh, PartitionSpec("devices"))
+members = jax.device_put(np.arange(8.0).reshape(4, 2), sharding)
+checkpointer = bookkeeping.Checkpointer(pathlib.Path(sys.argv[1]))
+checkpointer.save(3, {"members": members})
+checkpointer.close()
+"""
+
+
+def test_a_checkpoint_saved_over_two_devices_reads_on_one(tmp_path):
+  """What compare_estimators / figure_2b / the notebook do with a population trained on 2 cores."""
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+  saved = subprocess.run(
+    [sys.executable, "-c", _SAVE_SHARDED, str(tmp_path)], env=env, capture_output=True, text=True
+  )
+  assert saved.returncode == 0, saved.stderr[-2000:]
+  restored = bookkeeping.read_checkpoint(tmp_path / "checkpoints" / "3" / "default")
+  np.testing.assert_array_equal(restored["members"], np.arange(8.0).reshape(4, 2))

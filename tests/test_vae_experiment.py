@@ -11,7 +11,6 @@ import time
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 from flax import nnx
 
@@ -44,10 +43,7 @@ TINY = (
 def _members(workdir, step):
   """The checkpointed member states: parameters (the learned prior's too), optimizer, baseline,
   input_mean."""
-  restored = ocp.StandardCheckpointer().restore(
-    (workdir / "checkpoints" / str(step) / "default").absolute()
-  )
-  return restored["members"]
+  return bookkeeping.read_checkpoint(workdir / "checkpoints" / str(step) / "default")["members"]
 
 
 def test_two_step_run_writes_outputs(tmp_path):

@@ -69,7 +69,8 @@ Conventions shared by every estimator:
   ===================  =====================================================
 
 The package keeps one private module per family (``_straight_through``:
-ST, GS, ST-GS; ``_gumbel_rao``: GR-MCK, GR-QMC, GR-exact; ``_deterministic``:
+ST, GS, ST-GS; ``_gumbel_rao``: GR-MCK, GR-QMC (``_lattice``: its lattice);
+``_gumbel_rao_exact``: GR-exact; ``_deterministic``:
 ZGR, ReinMax, GST; ``_score_function``: REINFORCE) over ``_core`` (checks, the
 Gumbel-max sample, the softmax VJP, the one-hot ``custom_vjp`` wrapper, which
 every one-hot estimator goes through), and ``_registry`` (names to
@@ -80,15 +81,13 @@ from gr_jax.estimators._core import MAX_NUM_SAMPLES, Array
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
 from gr_jax.estimators._gumbel_rao import (
   CHUNK_ELEMENTS,
-  MAX_LATTICE_POINTS,
   conditional_gumbel,
   gumbel_rao,
-  gumbel_rao_exact,
   gumbel_rao_qmc,
-  korobov_vector,
-  lattice_points,
   max_chunk_elements,
 )
+from gr_jax.estimators._gumbel_rao_exact import gumbel_rao_exact
+from gr_jax.estimators._lattice import MAX_LATTICE_POINTS, korobov_vector, lattice_points
 from gr_jax.estimators._registry import FAMILIES, VALID_NAMES, Estimator, get, name_patterns, names
 from gr_jax.estimators._score_function import (
   BaselineState,

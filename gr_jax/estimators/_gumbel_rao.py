@@ -1,5 +1,5 @@
-r"""Gumbel-Rao (GR-MCK, GR-QMC, GR-exact): conditional Gumbels, the chunked backward pass,
-the rank-1 lattice and the binary quadrature (Paulus et al. 2021, section 3 and Appendix A).
+r"""Gumbel-Rao (GR-MCK, GR-QMC): conditional Gumbels and the chunked backward pass (Paulus et al.
+2021, section 3 and Appendix A); the lattice is in ``_lattice``, GR-exact in ``_gumbel_rao_exact``.
 
 Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 """
@@ -7,11 +7,9 @@ Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.custom_batching import custom_vmap
 
 from gr_jax.estimators._core import (
@@ -25,6 +23,7 @@ from gr_jax.estimators._core import (
   _one_hot_estimator,
   _typed_key,
 )
+from gr_jax.estimators._lattice import MAX_LATTICE_POINTS, korobov_vector
 
 # Upper bound, per backend, on the number of elements (num_samples x
 # logits.size, counting every vmapped batch) that the Gumbel-Rao backward passes
@@ -172,75 +171,6 @@ def _top_exponential(exps, is_top):
 def _monte_carlo_exponentials(dtype, key, start, size, is_top):
   """Independent Exp(1) draws for samples [start, start + size) of one batch row."""
   return _top_exponential(_sample_exponentials(key, start, size, is_top.shape, dtype), is_top)
-
-
-# The lattice's index k * z_j mod K is computed in int32: K * K < 2**31.
-MAX_LATTICE_POINTS = 46_340
-# The generating vector's search scores the first coordinates only: the P2
-# criterion of more is dominated by the point k = 0 (every factor at its
-# maximum 1 + pi^2 / 3) and no longer tells candidates apart (it overflowed
-# float64 from n ~ 490).
-_SEARCH_DIMENSIONS = 64
-_SEARCH_CANDIDATES = 256
-
-
-@functools.lru_cache(maxsize=None)
-def korobov_vector(num_points: int, dim: int) -> np.ndarray:
-  r"""The generating vector :math:`z_j = a^j \bmod K`, ``j < dim``, of :func:`lattice_points`.
-
-  ``a`` is chosen among at most 256 candidates coprime to K to minimise the
-  :math:`P_2` criterion :math:`-1 + \frac1K \sum_k \prod_{j < d} (1 + 2\pi^2
-  B_2(\{k z_j / K\}))`, :math:`B_2(x) = x^2 - x + 1/6` (Sloan & Joe 1994), over
-  the first :math:`d = \min(\mathrm{dim}, 64)` coordinates. For more
-  coordinates the powers continue: they repeat with period ord(a) < K, so when
-  dim >= K two categories can share a column (each category's coordinate still
-  runs over the whole grid :math:`\{k / K\}` and has its own random shift).
-
-  Returns:
-    int64 array ``[dim]``.
-  """
-  if not 1 <= num_points <= MAX_LATTICE_POINTS:
-    raise ValueError(
-      f"the lattice needs 1 <= num_points <= {MAX_LATTICE_POINTS} (k * z mod K is computed"
-      f" in int32); got num_points={num_points}. Use gumbel_rao (gr_mc<K>) for larger K."
-    )
-  if num_points < 3:
-    return np.ones(dim, np.int64)
-  coprime = np.array([a for a in range(1, num_points) if math.gcd(a, num_points) == 1], np.int64)
-  candidates = coprime[:: max(1, len(coprime) // _SEARCH_CANDIDATES)]
-  search_dim = min(dim, _SEARCH_DIMENSIONS)
-  k = np.arange(num_points, dtype=np.int64)[:, None, None]
-  criteria = []
-  for batch in np.array_split(candidates, max(1, len(candidates) // 16)):
-    z = _powers(batch, search_dim, num_points)  # [C, d]
-    x = (k * z[None] % num_points) / num_points  # [K, C, d]
-    criteria.append(
-      np.mean(np.prod(1.0 + 2.0 * np.pi**2 * (x * x - x + 1.0 / 6.0), axis=-1), axis=0)
-    )
-  best = candidates[int(np.argmin(np.concatenate(criteria)))]
-  return _powers(np.array([best]), dim, num_points)[0]
-
-
-def _powers(bases: np.ndarray, dim: int, modulus: int) -> np.ndarray:
-  """``[len(bases), dim]`` bases ** j mod modulus, by repeated multiplication (no overflow)."""
-  out = np.ones((len(bases), dim), np.int64)
-  for j in range(1, dim):
-    out[:, j] = out[:, j - 1] * bases % modulus
-  return out
-
-
-def lattice_points(num_points: int, dim: int) -> np.ndarray:
-  r"""The unshifted rank-1 lattice :math:`\{k z / K \bmod 1\}_{k < K}` in ``[0, 1)^dim``.
-
-  With Korobov's generating vector ``z`` (:func:`korobov_vector`). The backward
-  pass of :func:`gumbel_rao_qmc` computes these points from ``z`` as it needs
-  them; this table is for inspection.
-
-  Returns:
-    float64 array ``[num_points, dim]``.
-  """
-  z = korobov_vector(num_points, dim)
-  return (np.arange(num_points)[:, None] * z % num_points) / num_points
 
 
 def _lattice_exponentials(generator, tent, shift, start, size, is_top):
@@ -472,121 +402,3 @@ def gumbel_rao_qmc(
   _check_num_samples(num_samples, MAX_LATTICE_POINTS)
   sampler = "qmc_tent" if tent else "qmc"
   return _gumbel_rao(key, logits, tau, (num_samples, sampler))
-
-
-# The trapezoid rule of `_binary_conditional_product`: this many nodes over a
-# window that holds the integrand's mass. The integrand is analytic in a strip
-# of half-width pi/2 around the real axis, so the rule converges like
-# exp(-pi^2 / step) (Trefethen & Weideman 2014); the window is at most ~90
-# wide, a step <= 0.28, wherever the logit gap is below ~60 or tau is far
-# from 1 (beyond, p_j < e^-60 and the gradient is negligible in any dtype).
-_TRAPEZOID_NODES = 321
-_WINDOW_MARGIN = 40.0
-
-
-def _softplus_inverse(y):
-  """log(expm1(y)) for y > 0, without overflow."""
-  return jnp.where(y > 30.0, y, jnp.log(jnp.expm1(jnp.minimum(y, 30.0))))
-
-
-def _binary_conditional_product(log_odds, tau):
-  r""":math:`E[s_i s_j \mid D = i] / \tau` for n = 2, by the trapezoid rule.
-
-  Given D = i, :math:`\log r = z \sim \mathrm{Logistic}(\ell, 1)` (the log of a
-  ratio of two Exp(1), shifted by :math:`\ell = \log Z - \theta_j \ge 0`), the
-  gap :math:`x_i - x_j` is :math:`\delta = \mathrm{softplus}(z)`, and
-  :math:`s_i s_j = h(\delta / \tau)`, :math:`h(w) = \sigma(w)\sigma(-w)`. The
-  integrand :math:`p(z)\, h(\delta/\tau) / \tau` is evaluated in log space
-  (no underflow at tiny tau or large gaps) on a window around its mass: it
-  starts 40 below min(ell, softplus^-1(tau)), where the logistic density and h
-  both bend, and ends where either has decayed by e^-40: 40 above ell, or
-  where :math:`\delta / \tau` passes 45 (for tau < 1, with the density's rise
-  :math:`e^{z}` against h's fall :math:`e^{-z/\tau}`, 40 / (1/tau - 1) further).
-  """
-  bend = _softplus_inverse(tau)
-  low = jnp.minimum(log_odds, bend) - _WINDOW_MARGIN
-  below_one = tau < 1.0
-  h_decayed = jnp.maximum(
-    _softplus_inverse(45.0 * tau),
-    bend + _WINDOW_MARGIN * tau / jnp.where(below_one, 1.0 - tau, 1.0),
-  )
-  high = jnp.where(
-    below_one, jnp.minimum(log_odds + _WINDOW_MARGIN, h_decayed), log_odds + _WINDOW_MARGIN
-  )
-  high = jnp.maximum(high, low + 1.0)
-  fractions = jnp.linspace(0.0, 1.0, _TRAPEZOID_NODES, dtype=log_odds.dtype)
-  step = (high - low) / (_TRAPEZOID_NODES - 1)
-  z = low[..., None] + (high - low)[..., None] * fractions
-  gap = jax.nn.softplus(z) / tau[..., None]
-  log_density = -jax.nn.softplus(z - log_odds[..., None]) - jax.nn.softplus(log_odds[..., None] - z)
-  log_h = -jax.nn.softplus(gap) - jax.nn.softplus(-gap)
-  integrand = jnp.exp(log_density + log_h - jnp.log(tau)[..., None])
-  return jnp.sum(integrand, axis=-1) * step
-
-
-def _exact_gradient(logits, sample, cotangent, row_tau):
-  is_top = sample.astype(bool)
-  log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
-  # logZ - theta_j of the other category; +inf when it is masked (no gradient).
-  log_odds = jnp.sum(jnp.where(is_top, 0.0, log_z - logits), axis=-1)
-  finite = jnp.isfinite(log_odds)
-  scale = _binary_conditional_product(jnp.where(finite, log_odds, 0.0), row_tau)
-  scale = jnp.where(finite, scale, 0.0)[..., None]
-  # g^T J with J = (c / tau) [[1, -1], [-1, 1]].
-  return scale * (cotangent - jnp.flip(cotangent, axis=-1))
-
-
-_guarded_exact_gradient = _first_derivatives_only(_exact_gradient, "gumbel_rao_exact")
-
-
-def _gumbel_rao_exact_backward(key, logits, sample, cotangent, tau):
-  del key
-  row_tau = jnp.broadcast_to(jnp.asarray(tau, logits.dtype), logits.shape[:-1] + (1,))[..., 0]
-  return _guarded_exact_gradient(logits, sample, cotangent, row_tau)
-
-
-_gumbel_rao_exact = _one_hot_estimator(_gumbel_rao_exact_backward)
-
-
-def gumbel_rao_exact(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
-  r"""Exact Gumbel-Rao for binary variables (n = 2): :math:`E[\nabla_{\mathrm{STGS}} \mid D]`.
-
-  For two categories the tempered-softmax Jacobian is :math:`\frac{1}{\tau}
-  s_0 s_1 \left[\begin{smallmatrix} 1 & -1 \\ -1 & 1\end{smallmatrix}\right]`,
-  so the Rao-Blackwellized estimator needs only the scalar
-
-  .. math::
-    c = E[s_0 s_1 \mid D = i] = \int \sigma'(z)\,
-      \sigma'\!\left(\mathrm{softplus}(\ell + z) / \tau\right) dz,
-    \qquad \ell = \log(e^{\theta_0} + e^{\theta_1}) - \theta_{1-i},
-
-  (:math:`\sigma' = \sigma(1 - \sigma)`), a one-dimensional integral computed
-  by the trapezoid rule on 321 nodes over a window that follows the
-  integrand's mass (exponentially accurate: the integrand is analytic; as
-  tau -> 0 the gradient tends to ZGR's, :math:`p_j / 2` times the cotangent
-  difference, at every representable tau). The inner variance is zero: this
-  is GR-MCK in the limit :math:`K \to \infty`. Paulus et al. 2021, section 3.2
-  and footnote 1 (the closed form they mention is the case tau = 1). Like
-  :func:`gumbel_rao`, its backward pass is not differentiable: second
-  derivatives raise ValueError.
-
-  Args:
-    key: a PRNG key (the sample ``D`` is the same as ``gumbel_rao``'s).
-    logits: float array ``[..., 2]``; ``-inf`` marks an impossible category.
-    tau: temperature > 0, a number or an array broadcastable to
-      ``logits.shape[:-1] + (1,)`` (may be traced).
-
-  Returns:
-    An exact one-hot sample of the shape and dtype of ``logits``.
-
-  Raises:
-    ValueError: unless the last axis of ``logits`` has 2 categories.
-  """
-  _check_logits(logits)
-  if logits.shape[-1] != 2:
-    raise ValueError(
-      "gumbel_rao_exact needs binary variables: logits.shape[-1] must be 2;"
-      f" got shape {logits.shape}. Use gumbel_rao or gumbel_rao_qmc for n > 2."
-    )
-  tau = _check_tau(tau, logits)
-  return _gumbel_rao_exact(key, logits, tau, ())

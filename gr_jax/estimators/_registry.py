@@ -15,12 +15,9 @@ from typing import Any, Callable
 
 from gr_jax.estimators._core import MAX_NUM_SAMPLES, Array
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
-from gr_jax.estimators._gumbel_rao import (
-  MAX_LATTICE_POINTS,
-  gumbel_rao,
-  gumbel_rao_exact,
-  gumbel_rao_qmc,
-)
+from gr_jax.estimators._gumbel_rao import gumbel_rao, gumbel_rao_qmc
+from gr_jax.estimators._gumbel_rao_exact import gumbel_rao_exact
+from gr_jax.estimators._lattice import MAX_LATTICE_POINTS
 from gr_jax.estimators._score_function import reinforce
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
 

@@ -595,7 +595,7 @@ def test_gr_exact_integral_against_scipy_over_scales():
   logit gaps 0..60 and tau 1e-30..1e4 (worst relative error measured: 4e-15)."""
   from scipy import integrate
 
-  from gr_jax.estimators._gumbel_rao import _binary_conditional_product
+  from gr_jax.estimators._gumbel_rao_exact import _binary_conditional_product
 
   def log_integrand(z, ell, tau):
     gap = np.logaddexp(0.0, z) / tau
