@@ -237,16 +237,9 @@ def main(argv):
       pathlib.Path(_VAE_WORKDIR.value), _VAE_MEMBER.value, _DATA_DIR.value
     )
     vae_key = jax.random.key(1)
-    reference, _ = vae_gradients.encoder_stats(
-      config,
-      "reinforce",
-      member,
-      x,
-      jax.random.fold_in(vae_key, 999_999),
-      1.0,
-      _REFERENCE_DRAWS.value,
+    reference, reference_mean_variance = vae_gradients.reinforce_reference(
+      config, member, x, vae_key, _REFERENCE_DRAWS.value
     )
-    reference_mean_variance = float(reference.trace_variance) / reference.num_draws
     vae = {
       "checkpoint_step": step,
       "draws": _VAE_DRAWS.value,

@@ -50,16 +50,9 @@ def main(argv):
   (out / "figures").mkdir(parents=True, exist_ok=True)
   config, member, x, step = vae_gradients.setup(workdir, _VAE_MEMBER.value, _DATA_DIR.value)
   key = jax.random.key(2)
-  reference, _ = vae_gradients.encoder_stats(
-    config,
-    "reinforce",
-    member,
-    x,
-    jax.random.fold_in(key, 999_999),
-    1.0,
-    _REFERENCE_DRAWS.value,
+  reference, reference_mean_variance = vae_gradients.reinforce_reference(
+    config, member, x, key, _REFERENCE_DRAWS.value
   )
-  reference_mean_variance = float(reference.trace_variance) / reference.num_draws
   taus = [float(t) for t in _FIGURE_TAUS.value]
   rows = {}
   for e_index, name in enumerate(_ESTIMATORS.value):

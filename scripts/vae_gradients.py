@@ -71,6 +71,15 @@ def encoder_stats(config: ConfigDict, name: str, member, x, key, tau: float, dra
   return moments(key), vae_task
 
 
+def reinforce_reference(config: ConfigDict, member, x, key, draws: int):
+  """The REINFORCE estimate of the encoder gradient (unbiased at any tau) over ``draws`` draws:
+  its moments and the variance of its mean (removed from the estimators' squared bias)."""
+  reference, _ = encoder_stats(
+    config, "reinforce", member, x, jax.random.fold_in(key, 999_999), 1.0, draws
+  )
+  return reference, float(reference.trace_variance) / reference.num_draws
+
+
 def log10_cell(value) -> str:
   """log10 for the tables; a bias estimate <= 0 is zero within Monte Carlo noise."""
   return f"{diagnostics.log10(value):.2f}" if value > 0 else "~0"

@@ -11,12 +11,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.cli import ROOT, run_main
+from tests.cli import ROOT, main_command, run_main
 from tests.test_listops_experiment import TINY as LISTOPS_TINY
 from tests.test_vae_experiment import TINY as VAE_TINY
 
@@ -45,14 +44,7 @@ def _start(
 ) -> list[subprocess.Popen]:
   """The job's processes (each in its own session: a test can kill one with its children)."""
   port = port or _free_port()
-  command = [
-    sys.executable,
-    "-m",
-    "experiments.main",
-    f"--config={ROOT / config}",
-    f"--workdir={workdir}",
-  ]
-  command += [f"--config.{o}" for o in overrides]
+  command = main_command(config, workdir, *overrides)
   processes = []
   for i in range(num_processes) if process_ids is None else process_ids:
     env = {
