@@ -634,8 +634,8 @@ class StopSignals:
     """Whether a signal arrived; in a multi-process job, at any process (so that all stop at the
     same step)."""
     if jax.process_count() > 1:  # every process asks at the same points of the loop
-      received = multihost_utils.process_allgather(np.array([self.signum or 0]))
-      self.signum = self.signum or next((int(s) for s in received if s), None)
+      received = multihost_utils.process_allgather(np.array(self.signum or 0))  # [processes]
+      self.signum = self.signum or next((int(s) for s in received.ravel() if s), None)
     return self.signum is not None
 
   def stop(self, checkpointer: Checkpointer, writer: MetricsWriter, step: int, state: Any) -> None:

@@ -129,7 +129,7 @@ VAE = (
 )
 
 
-def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_kills(tmp_path):
+def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_stops(tmp_path):
   run_main(*VAE[:1], tmp_path / "one", *VAE[1:])
   job = tmp_path / "two"
   # Both processes killed (SIGKILL) once a checkpoint exists.
@@ -137,9 +137,17 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   _wait_for(job / "checkpoints" / "200", processes)
   for process in processes:
     _kill(process)
+  # Resumed; SIGTERM (a scheduler's preemption) to process 1 alone: both stop at the same step.
+  processes = _start(*VAE[:1], job, *VAE[1:])
+  _wait_for(job / "checkpoints" / "300", processes)
+  processes[1].send_signal(signal.SIGTERM)
+  stopped = _finish(processes, timeout=120)
+  lasts = [stderr.strip().splitlines()[-1] for _, stderr in stopped]
+  assert [code for code, _ in stopped] == [128 + signal.SIGTERM] * 2, lasts
+  assert lasts[0] == lasts[1] and lasts[0].startswith("interrupted: stopped by SIGTERM at step ")
   # Resumed; then process 1 alone dies: process 0 stops by itself, in one line naming it.
   processes = _start(*VAE[:1], job, *VAE[1:])
-  _wait_for(job / "checkpoints" / "400", processes)
+  _wait_for(job / "checkpoints" / "500", processes)
   lost_at = time.monotonic()
   _kill(processes[1])
   ((code, stderr),) = _finish(processes[:1], timeout=120)
@@ -153,10 +161,7 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   assert stopped_after < HEARTBEAT_TIMEOUT_S + 30
   # Resumed again to the end: the same numbers as the uninterrupted one-process run.
   zero, one = _run_job(*VAE[:1], job, *VAE[1:])
-  assert (
-    "resumed from the checkpoint at step 400" in zero
-    or "resumed from the checkpoint at step 500" in zero
-  )
+  assert "resumed from the checkpoint at step 500" in zero
   assert "step 600/600" in zero and "step 600/600" not in one  # process 0 alone logs the progress
   assert _outputs(job) == _outputs(tmp_path / "one")
   assert sorted(p.name for p in job.iterdir() if p.name.startswith(".lock")) == []
