@@ -41,7 +41,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping, config_checks, rng
+from experiments import bookkeeping, config_checks, distributed, rng
 
 # Config fields a population may vary per member (data, not program).
 HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
@@ -196,7 +196,7 @@ def use_cpu_cores(config: ConfigDict, num_members: int) -> None:
   unaffected (the job runs on their devices).
   """
   forced = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
-  if config.population.vectorize != "auto" or forced or os.environ.get("GR_JAX_DISTRIBUTED") == "1":
+  if config.population.vectorize != "auto" or forced or distributed.requested():
     return
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
   devices = cpu_devices_for(num_members, cores)
