@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import inspect
 import json
 import logging as python_logging
 import math
@@ -199,14 +200,20 @@ class MetricsWriter:
       writer.close()
 
 
+def _is_orbax_coroutine(obj: Any) -> bool:
+  return inspect.iscoroutine(obj) and f"{os.sep}orbax{os.sep}" in obj.cr_code.co_filename
+
+
 def _drop_closed_event_loop_noise() -> None:
   """Silences tensorstore callbacks that fire after orbax closed their asyncio loop.
 
   When a checkpoint fails to write or to restore (a full disk, a damaged file),
   the writes and reads still in flight complete later and try to call back into
-  orbax's closed event loop, or into an interpreter shutting down; Python prints
-  each as an "Exception ignored" traceback (dozens, after the one line that says
-  what happened). Every other unraisable exception still reaches the default hook.
+  orbax's closed event loop, or into an interpreter shutting down, and orbax's
+  abandoned read coroutines, closed by the garbage collector, turn the
+  GeneratorExit into an exception of their own; Python prints each as an
+  "Exception ignored" traceback (dozens, after the one line that says what
+  happened). Every other unraisable exception still reaches the default hook.
   """
   if getattr(sys.unraisablehook, "drops_closed_event_loops", False):
     return
@@ -219,6 +226,7 @@ def _drop_closed_event_loop_noise() -> None:
       and message == "Event loop is closed"
       or unraisable.exc_type is ImportError
       and "Python is likely shutting down" in message
+      or _is_orbax_coroutine(getattr(unraisable, "object", None))
     ):
       return
     previous(unraisable)
