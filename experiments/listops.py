@@ -26,6 +26,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import bookkeeping, config_checks, population, reporting
+from experiments.evaluators import listops as listops_evaluators
 from gr_jax.data import InvalidDataError, listops, mnist
 from gr_jax.models import tree_lstm
 
@@ -178,6 +179,8 @@ PAPER_LEARNING_RATES = tuple(round(0.1 * k, 1) for k in range(1, 11))  # {0.1, 0
 # Fields a restart may change: the evaluation batch and where the data is read or cached.
 SAFE_TO_CHANGE = bookkeeping.SAFE_TO_CHANGE | {"eval_batch_size", "data_dir", "cache_dir"}
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "tau")
+# The periodic measurements (see experiments.evaluators).
+EVALUATORS = (listops_evaluators.EpochAccuracy,)
 
 
 def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
@@ -312,8 +315,8 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       num_steps,
       task.records,
     ),
-    config,
     chosen,
+    config.population.vectorize,
   )
   num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
   logging.info(
@@ -337,38 +340,15 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       counts += np.sum(predictions[:, :count] == batch.labels[rows][:count], axis=1)
     return counts
 
-  run = population.Run(trainer, path, log_names=("loss", "accuracy"))
-
-  def evaluate_epoch(step, state):
-    epoch = step // steps_per_epoch
-    params = state["members"]["params"]
-    valid_correct, test_correct = (
-      correct(params, encoded["valid"]),
-      correct(params, encoded["test"]),
-    )
-    run.write(
-      step, "valid", {"accuracy": valid_correct / num_valid, "epoch": np.full(trainer.size, epoch)}
-    )
-    run.write(
-      step, "test", {"accuracy": test_correct / num_test, "epoch": np.full(trainer.size, epoch)}
-    )
-    logging.info(
-      "epoch %d: valid %s test %s",
-      epoch,
-      reporting.describe(valid_correct / num_valid),
-      reporting.describe(test_correct / num_test),
-    )
-    records = population.to_host(state["records"])
-    # A diverged member's best epoch so far stands.
-    better = population.to_host(state["alive"]) & (valid_correct > records["best_valid"])
-    records = {
-      "best_valid": np.where(better, valid_correct, records["best_valid"]).astype(np.int32),
-      "best_test": np.where(better, test_correct, records["best_test"]).astype(np.int32),
-      "best_epoch": np.where(better, epoch, records["best_epoch"]).astype(np.int32),
-    }
-    return {**state, "records": jax.device_put(records, state["alive"].sharding)}
-
-  state = run.train([population.Hook(steps_per_epoch, evaluate_epoch)])
+  run = population.Run(
+    trainer,
+    path,
+    population.Schedule.from_config(config),
+    config.to_dict(),
+    log_names=("loss", "accuracy"),
+  )
+  inputs = listops_evaluators.Inputs(correct, encoded["valid"], encoded["test"], steps_per_epoch)
+  state = run.train([evaluator(config, inputs) for evaluator in EVALUATORS])
   records = population.to_host(state["records"])
   diverged_at = population.to_host(state["diverged_at"])
   reports = []

@@ -14,8 +14,9 @@ single member splits its batch over them instead (data parallel).
 
 A member whose step gives a non-finite metric is frozen at its last finite
 state and its divergence step recorded; the others go on. Between blocks the
-loop logs, runs the experiment's hooks (evaluations, gradient-variance
-measurements) and saves checkpoints; SIGINT / SIGTERM stop it with a
+loop logs, runs the experiment's evaluators (``experiments.evaluators``:
+validation bounds, accuracies, gradient-variance measurements) and saves
+checkpoints; SIGINT / SIGTERM stop it with a
 checkpoint, and a restarted run resumes exactly where it stopped.
 
 The paper's protocol (appendix D) is a search over such populations: the VAE's
@@ -31,7 +32,7 @@ import math
 import os
 import pathlib
 import time
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +43,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
 from experiments import bookkeeping, config_checks, distributed, rng
+
+if TYPE_CHECKING:
+  from experiments.evaluators import Evaluator
 
 # Config fields a population may vary per member (data, not program).
 HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
@@ -240,19 +244,19 @@ def check_schedule_floor(config: ConfigDict, chosen: Sequence[Member]) -> None:
 
 
 @dataclasses.dataclass
-class Hook:
-  """Periodic work between blocks: ``run(step, state) -> state`` every ``every`` steps (0 = off).
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """When the loop returns to the host: blocks of up to ``steps_per_call`` steps, each ending at
+  the next multiple of ``log_every`` and ``checkpoint_every`` (0 = off) and of every evaluator's
+  ``every``."""
 
-  ``state`` is the population state (see :class:`Trainer`); a hook may return
-  a new one (e.g. with updated ``records``) or None.
-  """
+  steps_per_call: int
+  log_every: int
+  checkpoint_every: int
 
-  every: int
-  run: Callable[[int, dict], dict | None]
-  at_last_step: bool = True
-
-  def due(self, step: int, last_step: int) -> bool:
-    return bool(self.every) and step % self.every == 0 and (self.at_last_step or step != last_step)
+  @classmethod
+  def from_config(cls, config: ConfigDict) -> Schedule:
+    return cls(config.steps_per_call, config.log_every, config.checkpoint_every)
 
 
 @dataclasses.dataclass
@@ -267,8 +271,8 @@ class Task:
     train_data: a pytree of arrays whose leading axis is the training examples.
     batch_size: examples per step.
     num_steps: the run's length.
-    records: ``size -> dict of arrays [size, ...]`` the experiment's hooks keep
-      in the checkpointed state (e.g. the best validation epoch), or None.
+    records: ``size -> dict of arrays [size, ...]`` the experiment's evaluators
+      keep in the checkpointed state (e.g. the best validation epoch), or None.
   """
 
   init_member: Callable[..., Any]
@@ -304,8 +308,10 @@ class Trainer:
     ``records``: the experiment's arrays (``Task.records``).
   """
 
-  def __init__(self, task: Task, config: ConfigDict, chosen: Sequence[Member]):
-    self.task, self.config, self.chosen = task, config, list(chosen)
+  def __init__(self, task: Task, chosen: Sequence[Member], vectorize: str = "auto"):
+    """``vectorize``: "vmap", "map" or "auto" (``config.population.vectorize``, see the module
+    docstring)."""
+    self.task, self.chosen = task, list(chosen)
     self.size = len(self.chosen)
     devices = jax.devices()
     self.mesh = Mesh(np.array(devices), (AXIS,))
@@ -323,10 +329,9 @@ class Trainer:
         len(devices),
       )
       self.data_parallel = False
-    mode = config.population.vectorize
-    if mode == "auto":
-      mode = "map" if jax.default_backend() == "cpu" else "vmap"
-    self.vectorize = mode
+    if vectorize == "auto":
+      vectorize = "map" if jax.default_backend() == "cpu" else "vmap"
+    self.vectorize = vectorize
     replicated = NamedSharding(self.mesh, PartitionSpec())
     self._member_sharding = (
       NamedSharding(self.mesh, PartitionSpec(AXIS)) if self.member_sharded else replicated
@@ -462,14 +467,24 @@ class Trainer:
 
 
 class Run:
-  """The loop itself: blocks, logging, hooks, checkpoints, stop signals.
+  """The loop itself: blocks, logging, evaluators, checkpoints, stop signals.
 
   Construction resumes from the workdir's newest good checkpoint (or starts);
-  :meth:`train` runs to ``task.num_steps``.
+  :meth:`train` runs to ``task.num_steps``. ``described``: the run's settings,
+  shown with the members' hyperparameters on TensorBoard; ``log_names``: the
+  train metrics the progress lines show.
   """
 
-  def __init__(self, trainer: Trainer, path: pathlib.Path, log_names: Sequence[str] = ()):
-    self.trainer, self.path, self.log_names = trainer, path, tuple(log_names)
+  def __init__(
+    self,
+    trainer: Trainer,
+    path: pathlib.Path,
+    schedule: Schedule,
+    described: dict,
+    log_names: Sequence[str] = (),
+  ):
+    self.trainer, self.path, self.schedule = trainer, path, schedule
+    self.log_names = tuple(log_names)
     self.stop = bookkeeping.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
     self.checkpointer, self.writer, self.state, self.start = bookkeeping.start_or_resume(
       path, trainer.init_state()
@@ -477,16 +492,15 @@ class Run:
     self.member_ids = [m.index for m in trainer.chosen]
     self.progress = bookkeeping.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
-    self.writer.describe_run(
-      trainer.config.to_dict(), {m.index: m.hyperparameters for m in trainer.chosen}
-    )
+    self.writer.describe_run(described, {m.index: m.hyperparameters for m in trainer.chosen})
     self.train_seconds = (
       0.0  # this process's training (a resumed run's earlier sessions are not counted)
     )
 
-  def train(self, hooks: Sequence[Hook]) -> dict:
-    """Trains to ``task.num_steps`` (or until every member diverged); returns the final state."""
-    trainer, config = self.trainer, self.trainer.config
+  def train(self, evaluators: Sequence[Evaluator] = ()) -> dict:
+    """Trains to ``task.num_steps`` (or until every member diverged), running each evaluator when
+    it is due; returns the final state."""
+    trainer, schedule = self.trainer, self.schedule
     last, state, step = trainer.task.num_steps, self.state, self.start
     t0 = time.perf_counter()
     devices = len(jax.devices())
@@ -500,27 +514,27 @@ class Run:
       ", data parallel" if trainer.data_parallel else "",
       step + 1,
       last,
-      config.steps_per_call,
+      schedule.steps_per_call,
     )
     # Blocks end where periodic work is due, and at every log_every step, so that the
     # console shows progress at the interval asked for.
-    boundaries = [h.every for h in hooks if h.every] + [
-      e for e in (config.checkpoint_every, config.log_every) if e
+    boundaries = [e.every for e in evaluators if e.every] + [
+      e for e in (schedule.checkpoint_every, schedule.log_every) if e
     ]
     while step < last:
       if self.stop.requested:
         self.stop.stop(self.checkpointer, self.writer, step, state)
-      end = min(last, step + config.steps_per_call)
+      end = min(last, step + schedule.steps_per_call)
       for every in boundaries:
         end = min(end, (step // every + 1) * every)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
-      self._log(step + 1, end, to_host(metrics), alive, config.log_every)
+      self._log(step + 1, end, to_host(metrics), alive, schedule.log_every)
       step = end
-      for hook in hooks:
-        if hook.due(step, last):
-          state = hook.run(step, state) or state
-      if config.checkpoint_every and step % config.checkpoint_every == 0:
+      for evaluator in evaluators:
+        if evaluator.due(step, last):
+          state = self._evaluate(evaluator, step, state)
+      if schedule.checkpoint_every and step % schedule.checkpoint_every == 0:
         self.checkpointer.save(step, state)
       if not alive.any():
         logging.error(
@@ -535,6 +549,21 @@ class Run:
     self.state, self.last_step = state, step
     self.train_seconds = time.perf_counter() - t0
     return state
+
+  def _evaluate(self, evaluator: Evaluator, step: int, state: dict) -> dict:
+    """Runs ``evaluator``, writes and logs its values; returns the state it keeps its records in."""
+    t0 = time.perf_counter()
+    values = evaluator.run(step, state)
+    for split, named in values.items():
+      self.write(step, split, named)
+    logging.info(
+      "step %d %s: %s (%.0fs)",
+      step,
+      evaluator.name,
+      evaluator.summary(values),
+      time.perf_counter() - t0,
+    )
+    return evaluator.update(state, values)
 
   def record(self) -> dict:
     """results.json's record of this process's training: wall time and the steps it covers."""

@@ -4,7 +4,7 @@ Training maximizes the single-sample bound log p(x, D) - log q(D | x) with the
 configured estimator (REINFORCE adds its score-function surrogate with a
 running-mean baseline); evaluation is the importance-weighted bound with exact
 discrete samples. The experiment gives :mod:`experiments.population` its pure
-functions (``VAETask``) and periodic measurements (hooks); a run is a
+functions (``VAETask``) and its evaluators (``EVALUATORS``); a run is a
 population of one or more members (the paper's random search:
 ``population.search="paper"``), resumed from its latest checkpoint.
 """
@@ -12,7 +12,6 @@ population of one or more members (the paper's random search:
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 import time
 
@@ -26,6 +25,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import bookkeeping, config_checks, population, reporting, rng
+from experiments.evaluators import vae as vae_evaluators
 from gr_jax import diagnostics, estimators
 from gr_jax.data import mnist
 from gr_jax.models import vae
@@ -140,6 +140,8 @@ SAFE_TO_CHANGE = bookkeeping.SAFE_TO_CHANGE | {
   *EVALUATION_FIELDS,
 }
 HYPERPARAMETERS = population.HYPERPARAMETERS  # the VAE searches all four
+# The periodic measurements, each switched on by its config field (see experiments.evaluators).
+EVALUATORS = (vae_evaluators.GradientMeasurements, vae_evaluators.ValidationBound)
 
 
 def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
@@ -310,7 +312,7 @@ class VAETask:
     return out
 
 
-class Evaluator:
+class Scorer:
   """The members' IWAE bounds and gradient measurements (jitted over the population)."""
 
   report_every_seconds = 30.0
@@ -402,7 +404,7 @@ def selection_samples(config: ConfigDict) -> int:
   return config.num_eval_samples
 
 
-def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list[dict]:
+def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[dict]:
   """The ``members`` reports: every member's IWAE bounds on valid and test.
 
   With ``selection_eval_samples`` (and several members) every member is scored
@@ -421,8 +423,8 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
     else f"; then M={config.num_eval_samples} for the member selected on valid",
   )
   nll = {
-    "valid": evaluator.nll(state, valid, rng.Evaluation.FINAL_VALID, samples, "valid"),
-    "test": evaluator.nll(state, test, rng.Evaluation.FINAL_TEST, samples, "test"),
+    "valid": scorer.nll(state, valid, rng.Evaluation.FINAL_VALID, samples, "valid"),
+    "test": scorer.nll(state, test, rng.Evaluation.FINAL_TEST, samples, "test"),
   }
   for split in ("valid", "test"):
     run.write(
@@ -435,7 +437,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
       {
         "valid_nll": float(nll["valid"][i]),
         "test_nll": float(nll["test"][i]),
-        "final_tau": float(evaluator.task.tau_at(member.hyperparameters["tau"], run.last_step)),
+        "final_tau": float(scorer.task.tau_at(member.hyperparameters["tau"], run.last_step)),
       },
       int(diverged_at[i]),
     )
@@ -450,7 +452,7 @@ def final_evaluation(config, evaluator, state, chosen, valid, test, run) -> list
       (rng.Evaluation.SELECTED_TEST, "test", test),
     ):
       final[f"{split}_nll"] = float(
-        evaluator.nll(state, images, evaluation, config.num_eval_samples, split, member=i)[0]
+        scorer.nll(state, images, evaluation, config.num_eval_samples, split, member=i)[0]
       )
       run.writer.write(
         run.last_step,
@@ -501,83 +503,49 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     population.Task(
       task.init_member, task.train_step, data["train"], config.batch_size, config.num_steps
     ),
-    config,
     chosen,
+    config.population.vectorize,
   )
-  evaluator = Evaluator(task, trainer)
+  scorer = Scorer(task, trainer)
   valid = _eval_subset(data["valid"], config.num_eval_examples, config.seed)
   test = _eval_subset(data["test"], config.num_eval_examples, config.seed)
   fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[
     : config.batch_size
   ]
   fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
-  run = population.Run(trainer, path, log_names=("bound", "kl"))
+  run = population.Run(
+    trainer,
+    path,
+    population.Schedule.from_config(config),
+    config.to_dict(),
+    log_names=("bound", "kl"),
+  )
 
-  def measure(step, state):
-    mse = bool(config.mse_every) and step % config.mse_every == 0
-    if not (mse or (config.variance_every and step % config.variance_every == 0)):
-      return
-    t0 = time.perf_counter()
-    logging.info(
-      "step %d: measuring the encoder gradient's variance%s (%d draws)",
-      step,
-      " and MSE" * mse,
-      config.variance_draws,
-    )
-    metrics = evaluator.gradient_measurements(state, fixed_batch, step, mse)
-    run.write(step, "train", metrics)
-    logging.info(
-      "step %d: %s (%.0fs)",
-      step,
-      " ".join(f"{k}={np.mean(v):.3f}" for k, v in metrics.items()),
-      time.perf_counter() - t0,
-    )
-
-  def expect_final_evaluation(seconds_per_unit):
+  def expect_final_evaluation(seconds_per_sample):
     """The final evaluation's time in the ETA: the IWAE cost is linear in images x M x members."""
     samples = selection_samples(config)
     per_image = trainer.size * samples + (
       config.num_eval_samples if samples != config.num_eval_samples else 0
     )
-    run.progress.final_seconds = (
-      seconds_per_unit / trainer.size * (len(valid) + len(test)) * per_image
-    )
+    run.progress.final_seconds = seconds_per_sample * (len(valid) + len(test)) * per_image
 
-  def periodic_eval(step, state):
-    t0 = time.perf_counter()
-    nll = evaluator.nll(state, valid, step, config.periodic_eval_samples, "valid")
-    expect_final_evaluation(
-      (time.perf_counter() - t0) / (len(valid) * config.periodic_eval_samples)
-    )
-    run.write(
-      step,
-      "valid",
-      {"nll": nll, "num_samples": np.full(trainer.size, config.periodic_eval_samples)},
-    )
-    logging.info(
-      "step %d valid nll (M=%d) %s", step, config.periodic_eval_samples, reporting.describe(nll)
-    )
-
-  measure_every = math.gcd(config.variance_every, config.mse_every)
-  hooks = [
-    population.Hook(measure_every, measure),
-    population.Hook(config.eval_every, periodic_eval, False),
-  ]
+  inputs = vae_evaluators.Inputs(scorer, valid, fixed_batch, expect_final_evaluation)
+  evaluators = [evaluator(config, inputs) for evaluator in EVALUATORS]
   # One timed batch, so that the ETA counts the final evaluation from the start.
   if run.start < config.num_steps:
     probe = valid[: config.eval_batch_size]
     # The first call compiles; the second is timed.
-    evaluator.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
+    scorer.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
     t0 = time.perf_counter()
-    evaluator.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
+    scorer.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
     expect_final_evaluation(
-      (time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples)
+      (time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples * trainer.size)
     )
-  state = run.train(hooks)
+  state = run.train(evaluators)
   # SIGINT / SIGTERM during the final evaluation: stop cleanly.
-  evaluator.check_stop = run.check_stop
+  scorer.check_stop = run.check_stop
   t0 = time.perf_counter()
-  reports = final_evaluation(config, evaluator, state, chosen, valid, test, run)
+  reports = final_evaluation(config, scorer, state, chosen, valid, test, run)
   eval_seconds = time.perf_counter() - t0
   results = reporting.finish(
     path,

@@ -113,8 +113,8 @@ def population_ms(
       10**6,
       getattr(task, "records", None),
     ),
-    config,
     chosen,
+    mode,
   )
   state = {"state": trainer.init_state(), "first": 1}
 

@@ -56,8 +56,8 @@ def _trainer(config, num_steps=7):
   chosen = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
   return population.Trainer(
     population.Task(task.init_member, task.train_step, _DATA, config.batch_size, num_steps),
-    config,
     chosen,
+    config.population.vectorize,
   )
 
 
@@ -160,7 +160,9 @@ def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
     lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5
   )
   trainer = population.Trainer(
-    task, config, population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+    task,
+    population.members(config, vae.HYPERPARAMETERS, vae.paper_search),
+    config.population.vectorize,
   )
   state, _ = trainer.run_block(trainer.init_state(), 1, 5)
   assert np.asarray(state["alive"]).tolist() == [True, False]

@@ -491,14 +491,13 @@ def test_long_evaluations_report_progress(caplog):
   members = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
   trainer = population.Trainer(
     population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20, 1),
-    config,
     members,
   )
-  evaluator = vae.Evaluator(task, trainer)
-  evaluator.report_every_seconds = 0.0
+  scorer = vae.Scorer(task, trainer)
+  scorer.report_every_seconds = 0.0
   images = vae.load_data(config)[0]["test"][:40]
   with caplog.at_level("INFO"):
-    nll = evaluator.nll(
+    nll = scorer.nll(
       trainer.init_state(), images, 50_000, 3, "test"
     )  # a late step: the key salt fits
   lines = [r.getMessage() for r in caplog.records if "evaluating test" in r.getMessage()]

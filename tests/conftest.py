@@ -1,0 +1,31 @@
+"""The suite's shared set-up: one JAX compilation cache for every test and every CLI it starts.
+
+The integration tests run the CLI dozens of times on the same tiny configs, and
+most of each run is XLA compiling the same programs again. JAX's persistent
+cache (keyed by the program, so results are unchanged: a cached executable is
+the one the compiler would produce) lets each program compile once per session,
+in whichever test or subprocess first needs it. The pytest-xdist workers and the
+subprocesses inherit the directory through the environment; a cache the user
+set already is kept.
+"""
+
+import os
+import shutil
+import tempfile
+
+_CACHE = "JAX_COMPILATION_CACHE_DIR"
+
+
+def pytest_configure(config):
+  if hasattr(config, "workerinput") or os.environ.get(_CACHE):
+    return  # an xdist worker (it inherited the controller's), or the user's own cache
+  config.gr_jax_cache = tempfile.mkdtemp(prefix="gr_jax_test_jax_cache_")
+  os.environ[_CACHE] = config.gr_jax_cache
+  # Cache every program: the tiny test programs compile in well under JAX's default 1 s floor.
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+
+
+def pytest_unconfigure(config):
+  if getattr(config, "gr_jax_cache", None):
+    shutil.rmtree(config.gr_jax_cache, ignore_errors=True)

@@ -1,0 +1,76 @@
+"""The loop's evaluator interface: when evaluators run, what the loop writes, what they keep."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+
+from experiments import evaluators, population
+
+_DATA = np.zeros((4, 3), np.float32)  # 2 steps per epoch of 2 examples; the data is unused
+
+
+def _counting_task(num_steps: int) -> population.Task:
+  """Each member's ``w`` counts the steps taken (so an evaluator can see which step it ran at)."""
+  return population.Task(
+    init_member=lambda key, hyperparameters, seed: {"w": jnp.zeros(())},
+    train_step=lambda member, hyperparameters, batch, key, step: (
+      {"w": member["w"] + 1.0},
+      {"loss": member["w"]},
+    ),
+    train_data=_DATA,
+    batch_size=2,
+    num_steps=num_steps,
+    records=lambda size: {"runs": np.zeros(size, np.int32)},
+  )
+
+
+class StepsSeen(evaluators.Evaluator):
+  """Reports each member's step count and counts its own runs in the checkpointed records."""
+
+  name = "steps seen"
+
+  def run(self, step, state):
+    return {"valid": {"w": np.asarray(state["members"]["w"])}}
+
+  def update(self, state, values):
+    return {**state, "records": {"runs": state["records"]["runs"] + 1}}
+
+
+class BeforeTheEnd(StepsSeen):
+  name = "before the end"
+  at_last_step = False
+
+  def run(self, step, state):
+    return {"test": {"w": np.asarray(state["members"]["w"])}}
+
+  def update(self, state, values):
+    return state
+
+
+def test_evaluators_run_when_due_and_the_loop_writes_and_keeps_what_they_return(tmp_path):
+  members = [population.Member(i, i, {"learning_rate": 0.1}) for i in range(2)]
+  trainer = population.Trainer(_counting_task(num_steps=10), members, "map")
+  # Blocks of up to 100 steps: the loop must end blocks at the evaluators' steps by itself.
+  run = population.Run(trainer, tmp_path, population.Schedule(100, 0, 0), {"note": "test"})
+  state = run.train([StepsSeen(3), BeforeTheEnd(5), StepsSeen(0)])  # every 0: never
+  run.close()
+  lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  seen = [(x["step"], x["split"], x["member"], x["w"]) for x in lines if x["split"] != "train"]
+  # After step s each member has taken s steps; StepsSeen at 3, 6, 9; BeforeTheEnd at 5, not 10.
+  assert seen == [
+    (3, "valid", 0, 3.0),
+    (3, "valid", 1, 3.0),
+    (5, "test", 0, 5.0),
+    (5, "test", 1, 5.0),
+    (6, "valid", 0, 6.0),
+    (6, "valid", 1, 6.0),
+    (9, "valid", 0, 9.0),
+    (9, "valid", 1, 9.0),
+  ]
+  np.testing.assert_array_equal(population.to_host(state["records"]["runs"]), [3, 3])
+
+
+def test_the_default_summary_names_each_split_and_value():
+  summary = StepsSeen(1).summary({"valid": {"w": np.array([1.0, 2.0, 3.0])}})
+  assert summary == "valid w min 1.0000 median 2.0000 max 3.0000 (3 members)"
