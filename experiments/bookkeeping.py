@@ -381,7 +381,7 @@ def prepare_workdir(
   data_used: dict[str, str] | None = None,
   steps: int | None = None,
   evaluation_fields: tuple[str, ...] = (),
-) -> pathlib.Path:
+) -> tuple[pathlib.Path, dict | None]:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 
   ``safe_to_change``: the experiment's fields a restart may change. ``data_used``
@@ -391,14 +391,18 @@ def prepare_workdir(
   field of ``evaluation_fields`` is named in a warning), and the workdir may be
   read-only.
 
+  Returns:
+    The workdir's path, and the finished run's results.json (None if the run
+    has not finished ``steps`` steps).
+
   Raises:
     ConfigError: the workdir holds a run whose defining fields differ (one line
       naming each field, its saved and its new value).
   """
   path = pathlib.Path(workdir)
   path.mkdir(parents=True, exist_ok=True)
-  finished = steps is not None and finished_results(path, steps, quiet=True) is not None
-  if not finished:
+  finished = None if steps is None else _finished_results(path, steps)
+  if finished is None:
     lock_workdir(path)
   record = new = _as_json({**config.to_dict(), **({"data_used": data_used} if data_used else {})})
   saved = _saved_config(path)
@@ -427,7 +431,7 @@ def prepare_workdir(
         " --workdir, or change only fields that are safe to change (logging and evaluation"
         " intervals, data paths; num_steps / num_epochs may grow)."
       )
-  if finished:
+  if finished is not None:
     unapplied = [
       f"{field}={new.get(field)!r} (its results: {saved.get(field)!r})"
       for field in evaluation_fields
@@ -440,10 +444,17 @@ def prepare_workdir(
         path,
         ", ".join(unapplied),
       )
-    return path
+    logging.info(
+      "the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
+      " evaluate it again.",
+      path,
+      steps,
+      path / "results.json",
+    )
+    return path, finished
   write_json_atomic(path / "config.json", record)
   write_json_atomic(path / CONFIG_BACKUP, record)
-  return path
+  return path, None
 
 
 # A second copy of config.json: the run's config must survive the loss of one file, since the
@@ -490,32 +501,19 @@ def _saved_config(path: pathlib.Path) -> dict | None:
   return None
 
 
-def finished_results(path: pathlib.Path, steps: int, quiet: bool = False) -> dict | None:
-  """results.json of a run that already trained for ``steps`` steps, else None (``quiet``: logs
-  nothing)."""
+def _finished_results(path: pathlib.Path, steps: int) -> dict | None:
+  """results.json of a run that already trained for ``steps`` steps, else None."""
   results_path = path / "results.json"
   if not results_path.exists():
     return None
   try:
     results = json.loads(results_path.read_text())
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    if not quiet:
-      logging.warning(
-        "%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e
-      )
+    logging.warning(
+      "%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e
+    )
     return None
-  if results.get("steps") != steps:
-    return None
-  if quiet:
-    return results
-  logging.info(
-    "the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
-    " evaluate it again.",
-    path,
-    steps,
-    results_path,
-  )
-  return results
+  return results if results.get("steps") == steps else None
 
 
 def read_checkpoint(path: pathlib.Path) -> Any:

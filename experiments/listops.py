@@ -298,10 +298,9 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
   steps_per_epoch = len(data["train"]) // config.batch_size
   num_steps = config.num_epochs * steps_per_epoch
-  path = bookkeeping.prepare_workdir(
+  path, finished = bookkeeping.prepare_workdir(
     workdir, config, SAFE_TO_CHANGE, data_used=sources, steps=num_steps
   )
-  finished = bookkeeping.finished_results(path, num_steps)
   if finished is not None:
     return finished
   task = ListOpsTask(config, estimator)

@@ -80,13 +80,6 @@ def main(argv):
       distributed.check_same_config(config, _WORKDIR.value)
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
     bookkeeping.unlock_workdirs()
-  except jax.errors.JaxRuntimeError as e:
-    lost = distributed.lost_peer(e)
-    if lost is None:
-      raise
-    logging.flush()
-    print(lost, file=sys.stderr, flush=True)
-    os._exit(1)  # not sys.exit: JAX's shutdown would wait for the lost process, then abort
   except (config_checks.ConfigError, FileNotFoundError, InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")
@@ -107,6 +100,15 @@ def main(argv):
       file=sys.stderr,
     )
     sys.exit(130)
+  # A collective with a lost process fails as JaxRuntimeError, or as ValueError where orbax's
+  # checkpoint barrier meets it (after the ConfigError clause above: ConfigError is a ValueError).
+  except (jax.errors.JaxRuntimeError, ValueError) as e:
+    lost = distributed.lost_peer(e)
+    if lost is None:
+      raise
+    logging.flush()
+    print(lost, file=sys.stderr, flush=True)
+    os._exit(1)  # not sys.exit: JAX's shutdown would wait for the lost process, then abort
 
 
 _ASSIGNMENT = re.compile(r"^\s*config\.(\w+) = [^#]*?(?:\s+#\s*(.*))?$")

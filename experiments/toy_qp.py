@@ -121,7 +121,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     the second estimator has the lower variance, final objectives).
   """
   chosen = validate(config)
-  path = bookkeeping.prepare_workdir(workdir, config)
+  path, _ = bookkeeping.prepare_workdir(workdir, config)
   writer = bookkeeping.MetricsWriter(path)
   q, c = toy_qp.paper_problem()
   points = toy_qp.simplex_grid(config.grid_resolution)

@@ -487,7 +487,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   population.use_cpu_cores(config, len(chosen))
   population.check_schedule_floor(config, chosen)
   data, source = load_data(config)
-  path = bookkeeping.prepare_workdir(
+  path, finished = bookkeeping.prepare_workdir(
     workdir,
     config,
     SAFE_TO_CHANGE,
@@ -495,7 +495,6 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     steps=config.num_steps,
     evaluation_fields=EVALUATION_FIELDS,
   )
-  finished = bookkeeping.finished_results(path, config.num_steps)
   if finished is not None:
     return finished
   task = VAETask(config, estimator, data["train"].mean(axis=0))
