@@ -80,7 +80,8 @@ def _finish(processes: list[subprocess.Popen], timeout: float = TIMEOUT_S) -> li
     except subprocess.TimeoutExpired:
       for p in processes:
         os.killpg(p.pid, signal.SIGKILL)
-      raise AssertionError(f"the job did not end within {timeout} s")
+      tails = [f"process {i}: ...{p.communicate()[1][-2000:]}" for i, p in enumerate(processes)]
+      raise AssertionError(f"the job did not end within {timeout} s\n" + "\n".join(tails))
     results.append((process.returncode, stderr))
   return results
 
@@ -141,7 +142,7 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   processes = _start(*VAE[:1], job, *VAE[1:])
   _wait_for(job / "checkpoints" / "300", processes)
   processes[1].send_signal(signal.SIGTERM)
-  stopped = _finish(processes, timeout=120)
+  stopped = _finish(processes)
   lasts = [stderr.strip().splitlines()[-1] for _, stderr in stopped]
   assert [code for code, _ in stopped] == [128 + signal.SIGTERM] * 2, lasts
   assert lasts[0] == lasts[1] and lasts[0].startswith("interrupted: stopped by SIGTERM at step ")
