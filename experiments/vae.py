@@ -520,13 +520,15 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     log_names=("bound", "kl"),
   )
 
-  def expect_final_evaluation(seconds_per_sample):
-    """The final evaluation's time in the ETA: the IWAE cost is linear in images x M x members."""
+  def expect_final_evaluation(seconds, num_images, num_samples):
+    """The final evaluation's time in the ETA, from an evaluation of the population that took
+    ``seconds``: the IWAE cost is linear in images x M x members."""
+    per_sample = seconds / (num_images * num_samples * trainer.size)
     samples = selection_samples(config)
     per_image = trainer.size * samples + (
       config.num_eval_samples if samples != config.num_eval_samples else 0
     )
-    run.progress.final_seconds = seconds_per_sample * (len(valid) + len(test)) * per_image
+    run.progress.final_seconds = per_sample * (len(valid) + len(test)) * per_image
 
   inputs = vae_evaluators.Inputs(scorer, valid, fixed_batch, expect_final_evaluation)
   evaluators = [evaluator(config, inputs) for evaluator in EVALUATORS]
@@ -537,9 +539,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     scorer.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
     t0 = time.perf_counter()
     scorer.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
-    expect_final_evaluation(
-      (time.perf_counter() - t0) / (len(probe) * config.periodic_eval_samples * trainer.size)
-    )
+    expect_final_evaluation(time.perf_counter() - t0, len(probe), config.periodic_eval_samples)
   state = run.train(evaluators)
   # SIGINT / SIGTERM during the final evaluation: stop cleanly.
   scorer.check_stop = run.check_stop

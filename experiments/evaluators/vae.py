@@ -26,14 +26,15 @@ class Inputs:
       (``experiments.vae.Scorer``).
     valid: the validation images ``[N, 784]``.
     fixed_batch: the training batch the gradients are measured on ``[B, 784]``.
-    time_per_sample: called with the seconds one IWAE sample of one image took
-      per member (the progress line's estimate of the final evaluation).
+    timed_evaluation: called with the seconds an IWAE evaluation of the
+      population took, its number of images and its M (the progress line's
+      estimate of the final evaluation).
   """
 
   scorer: Any
   valid: np.ndarray
   fixed_batch: jax.Array
-  time_per_sample: Callable[[float], None]
+  timed_evaluation: Callable[[float, int, int], None]
 
 
 class GradientMeasurements(Evaluator):
@@ -80,9 +81,7 @@ class ValidationBound(Evaluator):
   def run(self, step: int, state: dict) -> Values:
     t0 = time.perf_counter()
     nll = self.inputs.scorer.nll(state, self.inputs.valid, step, self.num_samples, "valid")
-    self.inputs.time_per_sample(
-      (time.perf_counter() - t0) / (len(self.inputs.valid) * self.num_samples * len(nll))
-    )
+    self.inputs.timed_evaluation(time.perf_counter() - t0, len(self.inputs.valid), self.num_samples)
     return {"valid": {"nll": nll, "num_samples": np.full(len(nll), self.num_samples)}}
 
   def summary(self, values: Values) -> str:
