@@ -6,6 +6,7 @@ JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID), each with one CPU
 that the population's members are split over a mesh of two devices in two processes.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -78,9 +79,12 @@ def _finish(processes: list[subprocess.Popen], timeout: float = TIMEOUT_S) -> li
     try:
       _, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
+      stderrs = [stderr for _, stderr in results]  # of the processes that ended: read already
       for p in processes:
-        os.killpg(p.pid, signal.SIGKILL)
-      tails = [f"process {i}: ...{p.communicate()[1][-2000:]}" for i, p in enumerate(processes)]
+        with contextlib.suppress(ProcessLookupError):  # a group whose processes all ended
+          os.killpg(p.pid, signal.SIGKILL)
+      stderrs += [p.communicate()[1] for p in processes[len(results) :]]
+      tails = [f"process {i}: ...{stderr[-2000:]}" for i, stderr in enumerate(stderrs)]
       raise AssertionError(f"the job did not end within {timeout} s\n" + "\n".join(tails))
     results.append((process.returncode, stderr))
   return results
