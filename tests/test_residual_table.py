@@ -1,6 +1,7 @@
 """scripts/residual_table.py: the paired account read from synthetic ablation_vae.py runs."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -88,9 +89,7 @@ def _no_midpoint(runs):
 
 
 def _unpaired(runs):
-  (runs[1] / "wide" / "results.json").unlink()
-  (runs[1] / "wide" / "metrics.jsonl").unlink()
-  (runs[1] / "wide").rmdir()
+  shutil.rmtree(runs[1] / "wide")
   _write_arm(runs[1] / "wide", [1])
   return runs
 
