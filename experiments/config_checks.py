@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ml_collections import ConfigDict
@@ -77,20 +76,15 @@ TAU_SCHEDULES = ("constant", "exponential")
 
 
 def check_common(config: ConfigDict) -> None:
-  """Checks the fields every experiment shares, before any compute."""
-  require(
-    isinstance(config.tau, (int, float)) and math.isfinite(config.tau) and config.tau > 0,
-    "tau",
-    "a finite number > 0",
-    config.tau,
-  )
+  """Checks the fields every population experiment shares, before any compute (the searched
+  hyperparameters' own values: ``experiments.search.check``)."""
   require(
     config.tau_schedule in TAU_SCHEDULES,
     "tau_schedule",
     f"one of {TAU_SCHEDULES}",
     config.tau_schedule,
   )
-  # tau_min is checked against the members' own taus (population.check_schedule_floor).
+  # tau_min is checked against the members' own taus (schedules.check_schedule_floor).
   require(
     isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
     "tau_decay_rate",
@@ -99,18 +93,6 @@ def check_common(config: ConfigDict) -> None:
   )
   require_int(config, "tau_decay_every", minimum=1)
   require_int(config, "batch_size", minimum=1)
-  require(
-    isinstance(config.learning_rate, (int, float)) and config.learning_rate > 0,
-    "learning_rate",
-    "a number > 0",
-    config.learning_rate,
-  )
-  require(
-    isinstance(config.weight_decay, (int, float)) and config.weight_decay >= 0,
-    "weight_decay",
-    "a number >= 0",
-    config.weight_decay,
-  )
   require(
     isinstance(config.seed, int) and not isinstance(config.seed, bool),
     "seed",

@@ -31,7 +31,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping, config_checks
+from experiments import config_checks, workdir
 
 REQUESTED = "GR_JAX_DISTRIBUTED"
 _WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it starts
@@ -99,7 +99,7 @@ def initialize() -> None:
     ) from None
 
 
-def check_same_config(config: ConfigDict, workdir: str) -> None:
+def check_same_config(config: ConfigDict, workdir_path: str) -> None:
   """Every process must train the same config in the same workdir.
 
   Raises:
@@ -109,8 +109,8 @@ def check_same_config(config: ConfigDict, workdir: str) -> None:
   if jax.process_count() == 1:
     return
   mine = {
-    **bookkeeping.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
-    "--workdir": workdir,
+    **workdir.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
+    "--workdir": workdir_path,
   }
   text = np.frombuffer(json.dumps(mine, sort_keys=True).encode(), np.uint8)
   digests = multihost_utils.process_allgather(

@@ -20,7 +20,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from experiments import bookkeeping, config_checks, distributed, listops, toy_qp, vae
+from experiments import bookkeeping, config_checks, distributed, listops, toy_qp, vae, workdir
 from gr_jax.data import InvalidDataError
 
 EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
@@ -79,7 +79,7 @@ def main(argv):
         logging.set_verbosity(logging.WARNING)
       distributed.check_same_config(config, _WORKDIR.value)
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
-    bookkeeping.unlock_workdirs()
+    workdir.unlock_workdirs()
   except (config_checks.ConfigError, FileNotFoundError, InvalidDataError) as e:
     logging.flush()
     sys.exit(f"error: {e}")
@@ -147,7 +147,7 @@ def field_listing(config, config_file: str) -> str:
   """Every field of ``config`` (dotted names), its value and its comment, one per line."""
   comments = _field_comments(config_file)
   lines = []
-  for field, value in bookkeeping.flatten(config.to_dict()).items():
+  for field, value in workdir.flatten(config.to_dict()).items():
     comment = comments.get(field)
     lines.append(f"{field} = {value!r}" + (f"  # {comment}" if comment else ""))
   return "\n".join(lines)
@@ -161,7 +161,7 @@ def _config_fields(argv) -> list[str]:
   spec = importlib.util.spec_from_file_location("_config_for_suggestions", paths[-1])
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return list(bookkeeping.flatten(module.get_config().to_dict()))
+  return list(workdir.flatten(module.get_config().to_dict()))
 
 
 def _parse_flags(argv):

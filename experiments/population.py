@@ -19,16 +19,14 @@ validation bounds, accuracies, gradient-variance measurements) and saves
 checkpoints; SIGINT / SIGTERM stop it with a
 checkpoint, and a restarted run resumes exactly where it stopped.
 
-The paper's protocol (appendix D) is a search over such populations: the VAE's
-random search of 20 draws, ListOps' learning-rate grid times seeds
-(``population.search = "paper"``).
+Who the members are (the searches, the hyperparameters' rules) is
+:mod:`experiments.search`; the experiments drive the loop through
+:mod:`experiments.driver`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import math
 import os
 import pathlib
 import time
@@ -43,144 +41,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
 from experiments import bookkeeping, config_checks, distributed, rng
+from experiments.search import Member
 
 if TYPE_CHECKING:
   from experiments.evaluators import Evaluator
 
-# Config fields a population may vary per member (data, not program).
-HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")
-SEARCHES = ("none", "paper", "lists")
-VECTORIZE = ("auto", "vmap", "map")
 AXIS = "devices"
-
-
-@dataclasses.dataclass(frozen=True)
-class Member:
-  """One run of a population: its index in the whole population, seed and hyperparameters."""
-
-  index: int
-  seed: int
-  hyperparameters: dict[str, float]
-
-
-# A paper search: (member index, search seed, config) -> (seed, hyperparameters).
-PaperSearch = Callable[[int, int, ConfigDict], tuple[int, dict[str, float]]]
-
-_ALLOWED = {
-  "learning_rate": ("a number > 0", lambda v: v > 0),
-  "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1),
-  "weight_decay": ("a number >= 0", lambda v: v >= 0),
-  "tau": ("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
-}
-
-
-def check_population_fields(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
-  """Checks ``config.population`` and ``steps_per_call`` (ConfigError names the field)."""
-  pop = config.population
-  config_checks.require_int(config, "steps_per_call", minimum=1)
-  ok = isinstance(pop.size, int) and not isinstance(pop.size, bool) and pop.size >= 1
-  config_checks.require(ok, "population.size", "an int >= 1", pop.size)
-  config_checks.require(
-    pop.search in SEARCHES, "population.search", f"one of {SEARCHES}", pop.search
-  )
-  config_checks.require(
-    pop.vectorize in VECTORIZE, "population.vectorize", f"one of {VECTORIZE}", pop.vectorize
-  )
-  config_checks.require(
-    isinstance(pop.search_seed, int), "population.search_seed", "an int", pop.search_seed
-  )
-  for field in (*HYPERPARAMETERS, "seed"):
-    values = tuple(pop[field])
-    if not values:
-      continue
-    config_checks.require(
-      pop.search == "lists", f"population.{field}", "empty unless population.search='lists'", values
-    )
-    if field == "seed":
-      config_checks.require(
-        all(isinstance(v, int) and not isinstance(v, bool) for v in values),
-        "population.seed",
-        "a list of ints",
-        values,
-      )
-      continue
-    config_checks.require(
-      field in hyperparameters,
-      f"population.{field}",
-      f"empty: this experiment's hyperparameters are {tuple(hyperparameters)}",
-      values,
-    )
-    allowed, test = _ALLOWED[field]
-    config_checks.require(
-      all(config_checks.is_number(v) and test(v) for v in values),
-      f"population.{field}",
-      f"a list of {allowed}s",
-      values,
-    )
-  if pop.search == "lists":
-    lists = [tuple(pop[f]) for f in (*HYPERPARAMETERS, "seed")]
-    combinations = math.prod(len(v) for v in lists if v)
-    config_checks.require(
-      any(lists),
-      "population.search",
-      "'none' or 'paper' when every population list is empty"
-      " (with 'lists', give e.g. --config.population.learning_rate='(0.1,0.5)')",
-      pop.search,
-    )
-    config_checks.require(
-      pop.size in (1, combinations),
-      "population.size",
-      f"1 or {combinations} (the number of combinations of the lists)",
-      pop.size,
-    )
-  size = population_size(config)
-  config_checks.require(
-    isinstance(pop.num_shards, int) and 1 <= pop.num_shards <= size,
-    "population.num_shards",
-    f"an int in [1, {size}] (the population's size)",
-    pop.num_shards,
-  )
-  config_checks.require(
-    isinstance(pop.shard_index, int) and 0 <= pop.shard_index < pop.num_shards,
-    "population.shard_index",
-    f"an int in [0, {pop.num_shards - 1}]",
-    pop.shard_index,
-  )
-
-
-def population_size(config: ConfigDict) -> int:
-  pop = config.population
-  if pop.search == "lists":
-    return math.prod(len(pop[f]) for f in (*HYPERPARAMETERS, "seed") if len(pop[f]))
-  return pop.size
-
-
-def members(
-  config: ConfigDict, hyperparameters: Sequence[str], paper_search: PaperSearch
-) -> list[Member]:
-  """This job's members (all of them unless ``population.num_shards`` > 1).
-
-  Member i of the whole population has a seed and hyperparameters that depend
-  on i, the config and ``population.search_seed`` alone, so the slices of a job
-  array together make up exactly the population a single job would train.
-  """
-  pop = config.population
-  base = {name: float(config[name]) for name in hyperparameters}
-  everyone = []
-  if pop.search == "lists":
-    fields = [f for f in (*HYPERPARAMETERS, "seed") if len(pop[f])]
-    for index, values in enumerate(itertools.product(*(tuple(pop[f]) for f in fields))):
-      chosen = dict(zip(fields, values))
-      seed = int(chosen.pop("seed", config.seed))
-      everyone.append(Member(index, seed, {**base, **{k: float(v) for k, v in chosen.items()}}))
-  else:
-    for index in range(pop.size):
-      if pop.search == "paper":
-        seed, drawn = paper_search(index, pop.search_seed, config)
-        everyone.append(Member(index, seed, {**base, **drawn}))
-      else:
-        everyone.append(Member(index, config.seed + index, dict(base)))
-  return list(np.array_split(np.array(everyone, dtype=object), pop.num_shards)[pop.shard_index])
 
 
 def cpu_devices_for(num_members: int, cores: int) -> int:
@@ -211,39 +77,6 @@ def use_cpu_cores(config: ConfigDict, num_members: int) -> None:
       pass
 
 
-def tau_schedule(config: ConfigDict) -> Callable[[Any, Any], jax.Array]:
-  r"""``(tau, step) -> tau_step``: the temperature schedule, tau and step as data (traceable).
-
-  "constant": :math:`\tau_t = \tau`. "exponential" (Jang et al. 2017):
-  :math:`\tau_t = \max(\tau_{\min}, \tau e^{-r N \lfloor t / N \rfloor})`
-  with r = ``tau_decay_rate`` and N = ``tau_decay_every`` (Jang et al. used
-  r in {1e-5, 1e-4}, N = 500, tau_min = 0.5). tau is the member's own (a
-  population's members may differ in it).
-  """
-  if config.tau_schedule == "constant":
-    return lambda tau, step: jnp.asarray(tau, jnp.float32)
-  every, rate, floor = config.tau_decay_every, config.tau_decay_rate, config.tau_min
-
-  def exponential(tau, step):
-    decays = (jnp.asarray(step) // every).astype(jnp.float32)
-    return jnp.maximum(floor, tau * jnp.exp(-rate * every * decays)).astype(jnp.float32)
-
-  return exponential
-
-
-def check_schedule_floor(config: ConfigDict, chosen: Sequence[Member]) -> None:
-  """The exponential temperature schedule's floor must not exceed any member's tau."""
-  if config.tau_schedule == "exponential" and "tau" in chosen[0].hyperparameters:
-    lowest = min(m.hyperparameters["tau"] for m in chosen)
-    config_checks.require(
-      isinstance(config.tau_min, (int, float)) and 0 < config.tau_min <= lowest,
-      "tau_min",
-      f"a number in (0, {lowest}] (the lowest member tau) with tau_schedule='exponential'",
-      config.tau_min,
-    )
-
-
-@dataclasses.dataclass
 @dataclasses.dataclass(frozen=True)
 class Schedule:
   """When the loop returns to the host: blocks of up to ``steps_per_call`` steps, each ending at

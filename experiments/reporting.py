@@ -8,12 +8,11 @@ import subprocess
 from typing import Sequence
 
 import jax
-import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping
-from experiments.population import HYPERPARAMETERS, Member, population_size
+from experiments import workdir
+from experiments.search import HYPERPARAMETERS, Member, population_size
 
 
 def software_record() -> dict:
@@ -44,14 +43,6 @@ def software_record() -> dict:
 def device_name() -> str:
   """E.g. "NVIDIA H200 x1 (gpu)" or "cpu x1 (cpu)": what trained the population."""
   return f"{jax.devices()[0].device_kind} x{len(jax.devices())} ({jax.default_backend()})"
-
-
-def describe(values: np.ndarray) -> str:
-  """A member's value, or the best / median / worst of a population's."""
-  if len(values) == 1:
-    return f"{values[0]:.4f}"
-  low, middle, high = np.nanmin(values), np.nanmedian(values), np.nanmax(values)
-  return f"min {low:.4f} median {middle:.4f} max {high:.4f} ({len(values)} members)"
 
 
 def member_report(member: Member, results: dict, diverged_at: int) -> dict:
@@ -139,8 +130,8 @@ def write_results(
   results["selected_member"] = selected["member"] if selected else None
   results.pop("member", None)
   results.pop("final", None)
-  bookkeeping.write_json_atomic(path / "results.json", results)
-  bookkeeping.write_text_atomic(
+  workdir.write_json_atomic(path / "results.json", results)
+  workdir.write_text_atomic(
     path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns)
   )
   return results

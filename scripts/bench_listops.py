@@ -17,7 +17,9 @@ import jax.numpy as jnp
 from absl import app, flags
 
 from configs import listops_common
-from experiments import config_checks, listops as listops_experiment
+from experiments import config_checks
+from experiments.listops import experiment as listops_experiment
+from experiments.listops.task import ListOpsTask
 from gr_jax.data import listops
 
 _LENGTHS = flags.DEFINE_list("lengths", ["10", "25", "50"], "Maximum lengths L.")
@@ -28,7 +30,7 @@ _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed steps (median reported).")
 def _step_seconds(length: int, estimator: str, repeats: int) -> float:
   config = listops_common.listops_config(length)
   config.estimator = estimator
-  task = listops_experiment.ListOpsTask(config, config_checks.check_estimator(config))
+  task = ListOpsTask(config, config_checks.check_estimator(config))
   hyperparameters = {k: jnp.float32(config[k]) for k in listops_experiment.HYPERPARAMETERS}
   train_step = jax.jit(task.train_step, donate_argnums=0)
   examples = listops.subset(

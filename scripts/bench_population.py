@@ -28,8 +28,11 @@ from absl import app, flags
 from timing import median_ms
 
 from configs import listops_L10, vae_16ary
-from experiments import listops as listops_experiment
-from experiments import population, vae
+from experiments import population, search
+from experiments.listops import experiment as listops_experiment
+from experiments.listops.task import ListOpsTask, as_arrays
+from experiments.vae import experiment as vae
+from experiments.vae.task import VAETask
 from gr_jax.data import listops
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "20"], "Population sizes.")
@@ -57,17 +60,17 @@ def _setup(experiment: str, estimator: str):
   if experiment == "vae":
     config = vae_16ary.get_config()
     config.estimator = estimator
-    task = vae.VAETask(config, vae.validate(config))
+    task = VAETask(config, vae.validate(config))
     data = (np.random.default_rng(0).random((2000, 784)) < 0.13).astype(np.uint8)
     return config, task, vae.HYPERPARAMETERS, data
   config = listops_L10.get_config()
   config.estimator = estimator
-  task = listops_experiment.ListOpsTask(config, listops_experiment.validate(config))
+  task = ListOpsTask(config, listops_experiment.validate(config))
   examples = listops.subset(
     [listops.parse_line(line) for line in listops.generate(6000, seed=0)], config.max_length
   )
   encoded = listops.encode(examples, config.max_length)
-  return config, task, listops_experiment.HYPERPARAMETERS, listops_experiment._as_arrays(encoded)
+  return config, task, listops_experiment.HYPERPARAMETERS, as_arrays(encoded)
 
 
 def sequential_ms(config, task, names, data) -> float:
@@ -103,7 +106,7 @@ def population_ms(
   profile of one more call is written there)."""
   config.population.search, config.population.size, config.population.vectorize = "none", size, mode
   config.steps_per_call = _STEPS.value
-  chosen = population.members(config, names, lambda *a: None)
+  chosen = search.members(config, names, lambda *a: None)
   trainer = population.Trainer(
     population.Task(
       task.init_member,

@@ -23,7 +23,8 @@ import numpy as np
 from absl import app, flags
 
 from configs import vae_16ary, vae_relu_mlp
-from experiments import vae
+from experiments.vae import experiment as vae
+from experiments.vae.task import VAETask
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
@@ -67,7 +68,7 @@ def bench_model(get_config, rng):
     for name in _ESTIMATORS.value:
       config = get_config()
       config.estimator, config.batch_size = name, batch_size
-      task = vae.VAETask(config, vae.validate(config))
+      task = VAETask(config, vae.validate(config))
       hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
       train_step = jax.jit(task.train_step, donate_argnums=0)
       holder = {"state": task.init_member(jax.random.key(0), hyperparameters, 0), "step": 0}
@@ -97,7 +98,7 @@ def bench_model(get_config, rng):
       print(row + f"   (train step compiled {compiles}x)", flush=True)
 
   config = get_config()
-  task = vae.VAETask(config, vae.validate(config))
+  task = VAETask(config, vae.validate(config))
   member = task.init_member(
     jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0
   )

@@ -15,7 +15,9 @@ import pathlib
 
 from absl import app, flags
 
-from experiments import bookkeeping, listops, reporting, vae
+from experiments import reporting
+from experiments.listops import experiment as listops
+from experiments.vae import experiment as vae
 
 _OUT = flags.DEFINE_string(
   "out", None, "Directory for the merged results.json and summary.md.", required=True
@@ -71,12 +73,12 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
           " not finish):"
           " run that slice's job again."
         )
-  reference = bookkeeping.flatten(configs[0])
+  reference = workdir.flatten(configs[0])
   safe_to_change = {"vae": vae.SAFE_TO_CHANGE, "listops": listops.SAFE_TO_CHANGE}.get(
-    configs[0].get("experiment"), bookkeeping.SAFE_TO_CHANGE
+    configs[0].get("experiment"), workdir.SAFE_TO_CHANGE
   )
   for workdir, config in zip(workdirs[1:], configs[1:]):
-    flat = bookkeeping.flatten(config)
+    flat = workdir.flatten(config)
     # Fields that may differ between slices: the shard, and what a restart may change (logging,
     # evaluation).
     mismatch = [

@@ -9,7 +9,7 @@ logged non-finite training loss, a step of ``log_every``), where a cross marks i
 and interrupted populations (it reads config.json and metrics.jsonl only).
 With ``--table``, a markdown table per workdir and learning rate: each
 member's test accuracy at its best validation evaluation while alive (the
-model selection of experiments/listops.py; 0 when it diverged before its first
+model selection of experiments/listops/; 0 when it diverged before its first
 evaluation), their mean ± std, its last evaluation (a diverged member's frozen
 last finite state) and its divergence step.
 
@@ -91,7 +91,7 @@ def member_table(config, records, curves, diverged) -> list[str]:
     for member in range(index * len(seeds), (index + 1) * len(seeds)):
       end = diverged.get(member, math.inf)
       alive = [(v, s) for s, v in zip(*curves.get(member, ((), ()))) if s < end]
-      # The earliest of the best validation evaluations, as experiments/listops.py selects.
+      # The earliest of the best validation evaluations, as experiments/listops/ selects.
       best.append(
         100 * tests[member][max(alive, key=lambda vs: (vs[0], -vs[1]))[1]] if alive else 0.0
       )

@@ -39,7 +39,7 @@ import formatting
 import launch
 from absl import app, flags
 
-from experiments import listops
+from experiments.listops import experiment as listops
 
 _TABLE = flags.DEFINE_enum(
   "table", None, ["1", "2"], "The paper's table to reproduce.", required=True

@@ -16,6 +16,7 @@ and ``OUT/table.json``.
       --metrics=valid_accuracy,test_accuracy --select_by=valid_accuracy
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import concurrent.futures
 import itertools
 import json
@@ -25,6 +26,8 @@ import statistics
 import formatting
 import launch
 from absl import app, flags
+
+from experiments import search
 
 _CONFIG = flags.DEFINE_string("config", None, "Config file.", required=True)
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the table.", required=True)
@@ -45,7 +48,8 @@ _SELECT_BY = flags.DEFINE_string(
 _SELECT_MODE = flags.DEFINE_enum("select_mode", "max", ["max", "min"], "Best = max or min.")
 
 
-DATA_FIELDS = ("learning_rate", "momentum", "weight_decay", "tau")
+# Fields a population varies per member (trained together); the others are one population each.
+DATA_FIELDS = tuple(search.HYPERPARAMETERS)
 
 
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:

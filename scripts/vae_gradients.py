@@ -11,6 +11,7 @@ from ml_collections import ConfigDict
 
 from configs import vae_16ary, vae_relu_mlp
 from experiments import vae as vae_experiment
+from experiments.vae.task import VAETask
 from gr_jax import diagnostics, estimators
 
 
@@ -50,10 +51,8 @@ def setup(workdir: pathlib.Path, member: int, data_dir: str = ""):
   return config, state, jnp.asarray(data["train"][rows], jnp.float32), step
 
 
-def task(config: ConfigDict, name: str) -> vae_experiment.VAETask:
-  return vae_experiment.VAETask(
-    config, estimators.get(name), np.asarray(config.pixel_means, np.float32)
-  )
+def task(config: ConfigDict, name: str) -> VAETask:
+  return VAETask(config, estimators.get(name), np.asarray(config.pixel_means, np.float32))
 
 
 def encoder_stats(config: ConfigDict, name: str, member, x, key, tau: float, draws: int):

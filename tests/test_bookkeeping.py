@@ -1,4 +1,5 @@
-"""Tests of experiments/bookkeeping.py: metrics, checkpoints, atomic files, the workdir's config."""
+"""Tests of experiments/bookkeeping.py, checkpoints.py and workdir.py: metrics, checkpoints, atomic
+files, the workdir's config."""
 
 import errno
 import json
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from configs import listops_L10
-from experiments import bookkeeping, config_checks
+from experiments import bookkeeping, checkpoints, config_checks, workdir
 
 
 def test_metrics_writer_appends_and_truncates(tmp_path):
@@ -27,7 +28,7 @@ def test_metrics_writer_appends_and_truncates(tmp_path):
 
 
 def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
-  checkpointer = bookkeeping.Checkpointer(tmp_path)
+  checkpointer = checkpoints.Checkpointer(tmp_path)
   template = {"w": jnp.zeros(3), "step": jnp.asarray(0)}
   for step in (1, 2, 3):
     checkpointer.save(step, {"w": jnp.full(3, float(step)), "step": jnp.asarray(step)})
@@ -41,7 +42,7 @@ def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
 
 
 def test_a_full_disk_while_saving_is_one_oserror_naming_the_space(tmp_path, monkeypatch):
-  checkpointer = bookkeeping.Checkpointer(tmp_path)
+  checkpointer = checkpoints.Checkpointer(tmp_path)
   checkpointer.save(1, {"w": jnp.zeros(1000)})
 
   def full_disk(*args, **kwargs):  # what orbax raises when tensorstore meets ENOSPC
@@ -65,7 +66,7 @@ def test_a_full_disk_while_saving_is_one_oserror_naming_the_space(tmp_path, monk
 def test_only_closed_event_loop_noise_is_dropped(monkeypatch):
   seen = []
   monkeypatch.setattr(sys, "unraisablehook", seen.append)
-  bookkeeping._drop_closed_event_loop_noise()
+  checkpoints._drop_closed_event_loop_noise()
   hook = sys.unraisablehook
   for error in (
     RuntimeError("Event loop is closed"),
@@ -86,9 +87,9 @@ def test_only_closed_event_loop_noise_is_dropped(monkeypatch):
 
 def test_atomic_path_leaves_the_old_file_when_the_write_fails(tmp_path):
   target = tmp_path / "results.json"
-  bookkeeping.write_json_atomic(target, {"a": 1})
+  workdir.write_json_atomic(target, {"a": 1})
   with pytest.raises(RuntimeError):
-    with bookkeeping.atomic_path(target) as tmp:
+    with workdir.atomic_path(target) as tmp:
       tmp.write_text("partial")
       raise RuntimeError("crash while writing")
   assert json.loads(target.read_text()) == {"a": 1}
@@ -97,23 +98,23 @@ def test_atomic_path_leaves_the_old_file_when_the_write_fails(tmp_path):
 
 def test_prepare_workdir_allows_safe_changes_only(tmp_path):
   config = listops_L10.get_config()
-  bookkeeping.prepare_workdir(str(tmp_path), config)
+  workdir.prepare_workdir(str(tmp_path), config)
   config.log_every, config.num_epochs = 7, config.num_epochs + 5  # safe: logging, more training
-  bookkeeping.prepare_workdir(str(tmp_path), config)
+  workdir.prepare_workdir(str(tmp_path), config)
   assert json.loads((tmp_path / "config.json").read_text())["log_every"] == 7
   config.learning_rate = 0.9
   with pytest.raises(config_checks.ConfigError, match=r"learning_rate \(saved 0.5, now 0.9\)"):
-    bookkeeping.prepare_workdir(str(tmp_path), config)
+    workdir.prepare_workdir(str(tmp_path), config)
 
 
 _SAVE_SHARDED = """
 import pathlib, sys, jax, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from experiments import bookkeeping
+from experiments import checkpoints
 mesh = Mesh(np.array(jax.devices()), ("devices",))
 sharding = NamedSharding(mesh, PartitionSpec("devices"))
 members = jax.device_put(np.arange(8.0).reshape(4, 2), sharding)
-checkpointer = bookkeeping.Checkpointer(pathlib.Path(sys.argv[1]))
+checkpointer = checkpoints.Checkpointer(pathlib.Path(sys.argv[1]))
 checkpointer.save(3, {"members": members})
 checkpointer.close()
 """
@@ -126,5 +127,5 @@ def test_a_checkpoint_saved_over_two_devices_reads_on_one(tmp_path):
     [sys.executable, "-c", _SAVE_SHARDED, str(tmp_path)], env=env, capture_output=True, text=True
   )
   assert saved.returncode == 0, saved.stderr[-2000:]
-  restored = bookkeeping.read_checkpoint(tmp_path / "checkpoints" / "3" / "default")
+  restored = checkpoints.read_checkpoint(tmp_path / "checkpoints" / "3" / "default")
   np.testing.assert_array_equal(restored["members"], np.arange(8.0).reshape(4, 2))

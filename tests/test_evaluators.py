@@ -5,7 +5,7 @@ import json
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import evaluators, population
+from experiments import evaluators, population, search
 
 _DATA = np.zeros((4, 3), np.float32)  # 2 steps per epoch of 2 examples; the data is unused
 
@@ -49,7 +49,7 @@ class BeforeTheEnd(StepsSeen):
 
 
 def test_evaluators_run_when_due_and_the_loop_writes_and_keeps_what_they_return(tmp_path):
-  members = [population.Member(i, i, {"learning_rate": 0.1}) for i in range(2)]
+  members = [search.Member(i, i, {"learning_rate": 0.1}) for i in range(2)]
   trainer = population.Trainer(_counting_task(num_steps=10), members, "map")
   # Blocks of up to 100 steps: the loop must end blocks at the evaluators' steps by itself.
   run = population.Run(trainer, tmp_path, population.Schedule(100, 0, 0), {"note": "test"})

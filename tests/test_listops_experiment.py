@@ -1,4 +1,4 @@
-"""Integration tests of experiments/listops.py through the real CLI on generated data."""
+"""Integration tests of experiments/listops/ through the real CLI on generated data."""
 
 import json
 import math
@@ -8,7 +8,7 @@ import pytest
 
 from configs import listops_L10
 from experiments import config_checks
-from experiments import listops as listops_experiment
+from experiments.listops import experiment as listops_experiment
 from gr_jax.data import InvalidDataError, listops
 from tests.cli import run_main
 

@@ -23,7 +23,10 @@ import optax
 import pytest
 
 from configs import listops_L10, vae_16ary
-from experiments import config_checks, listops, population, reporting, vae
+from experiments import config_checks, population, reporting, schedules, search
+from experiments.listops import experiment as listops
+from experiments.vae import experiment as vae
+from experiments.vae.task import VAETask
 from tests.cli import ROOT, run_main
 
 # Integration tests (whole runs, subprocesses): `pytest -m "not slow"` skips them.
@@ -52,8 +55,8 @@ _DATA = (np.random.default_rng(0).random((60, 784)) < 0.3).astype(
 
 
 def _trainer(config, num_steps=7):
-  task = vae.VAETask(config, vae.validate(config))
-  chosen = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  task = VAETask(config, vae.validate(config))
+  chosen = search.members(config, vae.HYPERPARAMETERS, vae.paper_search)
   return population.Trainer(
     population.Task(task.init_member, task.train_step, _DATA, config.batch_size, num_steps),
     chosen,
@@ -74,7 +77,7 @@ def _train(config, blocks=((1, 7),)):
 def _reference_params(config, num_steps=7):
   """The single-run semantics, written out: a Python loop of optax SGD steps with the config's
   constants."""
-  task = vae.VAETask(config, vae.validate(config))
+  task = VAETask(config, vae.validate(config))
   key = jax.random.key(config.seed)
   hyper = {k: config[k] for k in vae.HYPERPARAMETERS}
   params = task.init_member(jax.random.fold_in(key, 0), hyper, config.seed)["params"]
@@ -161,7 +164,7 @@ def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
   )
   trainer = population.Trainer(
     task,
-    population.members(config, vae.HYPERPARAMETERS, vae.paper_search),
+    search.members(config, vae.HYPERPARAMETERS, vae.paper_search),
     config.population.vectorize,
   )
   state, _ = trainer.run_block(trainer.init_state(), 1, 5)
@@ -191,7 +194,7 @@ def test_a_diverging_member_is_frozen_and_recorded_while_the_others_train():
 
 def test_paper_searches_draw_only_from_the_papers_sets():
   config = _config(population_search="paper", population_size=200, population_search_seed=4)
-  chosen = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  chosen = search.members(config, vae.HYPERPARAMETERS, vae.paper_search)
   assert [m.index for m in chosen] == list(range(200)) and len({m.seed for m in chosen}) == 200
   lr = {m.hyperparameters["learning_rate"] for m in chosen}
   assert lr <= set(vae.PAPER_LEARNING_RATES) and len(lr) > 30
@@ -201,10 +204,10 @@ def test_paper_searches_draw_only_from_the_papers_sets():
   )
   # A job array's slices draw exactly what one job draws.
   config.population.num_shards, config.population.shard_index = 3, 2
-  assert population.members(config, vae.HYPERPARAMETERS, vae.paper_search) == chosen[134:]
+  assert search.members(config, vae.HYPERPARAMETERS, vae.paper_search) == chosen[134:]
   grid = listops_L10.get_config()
   grid.population.search, grid.population.size = "paper", 30
-  members = population.members(grid, listops.HYPERPARAMETERS, listops.paper_search)
+  members = search.members(grid, listops.HYPERPARAMETERS, listops.paper_search)
   assert [m.hyperparameters["learning_rate"] for m in members[:10]] == [
     0.1,
     0.2,
@@ -565,7 +568,7 @@ def test_tau_schedule_exponential_decay_to_a_floor():
   config = vae_16ary.get_config()
   config.tau, config.tau_schedule, config.tau_min = 1.0, "exponential", 0.3
   config.tau_decay_rate, config.tau_decay_every = 0.01, 10
-  schedule = population.tau_schedule(config)
+  schedule = schedules.tau_schedule(config)
   for step in (0, 9, 10, 55, 200):
     expected = max(0.3, math.exp(-0.01 * 10 * (step // 10)))
     assert float(schedule(1.0, step)) == pytest.approx(expected, rel=1e-6)
@@ -574,4 +577,4 @@ def test_tau_schedule_exponential_decay_to_a_floor():
       max(0.3, 0.5 * math.exp(-0.01 * 10 * (step // 10))), rel=1e-6
     )
   config.tau_schedule = "constant"
-  assert float(population.tau_schedule(config)(1.0, 10_000)) == 1.0
+  assert float(schedules.tau_schedule(config)(1.0, 10_000)) == 1.0

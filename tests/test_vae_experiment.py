@@ -1,4 +1,4 @@
-"""Integration tests of experiments/vae.py through the real CLI on synthetic data."""
+"""Integration tests of experiments/vae/ through the real CLI on synthetic data."""
 
 import contextlib
 import json
@@ -15,7 +15,10 @@ import pytest
 from flax import nnx
 
 from configs import vae_16ary
-from experiments import bookkeeping, config_checks, population, vae
+from experiments import checkpoints, config_checks, population, search, workdir
+from experiments.vae import experiment as vae
+from experiments.vae.evaluation import Scorer
+from experiments.vae.task import VAETask
 from gr_jax.models import vae as vae_model
 from tests.cli import ROOT, run_main
 
@@ -43,7 +46,7 @@ TINY = (
 def _members(workdir, step):
   """The checkpointed member states: parameters (the learned prior's too), optimizer, baseline,
   input_mean."""
-  return bookkeeping.read_checkpoint(workdir / "checkpoints" / str(step) / "default")["members"]
+  return checkpoints.read_checkpoint(workdir / "checkpoints" / str(step) / "default")["members"]
 
 
 def test_two_step_run_writes_outputs(tmp_path):
@@ -394,7 +397,7 @@ def test_sigterm_saves_a_checkpoint_and_the_run_resumes(tmp_path):
 
 
 def test_second_run_on_a_workdir_is_refused(tmp_path):
-  bookkeeping.lock_workdir(tmp_path)  # this test process holds the workdir
+  workdir.lock_workdir(tmp_path)  # this test process holds the workdir
   other = run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", check=False)
   last = other.stderr.strip().splitlines()[-1]
   assert other.returncode != 0 and "Traceback" not in other.stderr
@@ -487,13 +490,13 @@ def test_long_evaluations_report_progress(caplog):
   config = vae_16ary.get_config()
   config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
   config.eval_batch_size = 10
-  task = vae.VAETask(config, vae.validate(config))
-  members = population.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  task = VAETask(config, vae.validate(config))
+  members = search.members(config, vae.HYPERPARAMETERS, vae.paper_search)
   trainer = population.Trainer(
     population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20, 1),
     members,
   )
-  scorer = vae.Scorer(task, trainer)
+  scorer = Scorer(task, trainer)
   scorer.report_every_seconds = 0.0
   images = vae.load_data(config)[0]["test"][:40]
   with caplog.at_level("INFO"):
@@ -517,14 +520,14 @@ def test_output_bias_and_input_centring_switches():
   means = np.linspace(0.01, 0.99, 784).astype(np.float32)
   hyperparameters = {k: config[k] for k in vae.HYPERPARAMETERS}
   config.decoder_output_bias, config.center_inputs = "zeros", "none"
-  plain = vae.VAETask(config, vae.validate(config), means).init_member(
+  plain = VAETask(config, vae.validate(config), means).init_member(
     jax.random.key(0), hyperparameters, 0
   )
   assert not np.any(plain["params"]["decoder"]["layers"][1]["bias"]) and not np.any(
     plain["input_mean"]
   )
   config.decoder_output_bias, config.center_inputs = "data_log_odds", "pixel_means"
-  task = vae.VAETask(config, vae.validate(config), means)
+  task = VAETask(config, vae.validate(config), means)
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   bias = member["params"]["decoder"]["layers"][1]["bias"]
   np.testing.assert_allclose(jax.nn.sigmoid(bias), means, rtol=1e-5)
@@ -549,7 +552,7 @@ def test_output_bias_and_input_centring_switches():
   after, _ = task.train_step(member, hyperparameters, x, jax.random.key(1), 1)
   np.testing.assert_array_equal(after["input_mean"], means)  # fixed means are never updated
   config.center_inputs = "running_average"
-  task = vae.VAETask(config, vae.validate(config), means)
+  task = VAETask(config, vae.validate(config), means)
   member = task.init_member(jax.random.key(0), hyperparameters, 0)
   after, _ = task.train_step(member, hyperparameters, x, jax.random.key(1), 1)
   np.testing.assert_allclose(

@@ -21,7 +21,7 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping, config_checks
+from experiments import bookkeeping, config_checks, workdir
 from gr_jax import diagnostics, estimators, toy_qp
 
 
@@ -107,7 +107,7 @@ def optimize(estimator, config, q, c, key) -> np.ndarray:
   return np.concatenate([[float(toy_qp.objective(jnp.exp(theta0), q, c))], np.asarray(values)])
 
 
-def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+def train_and_evaluate(config: ConfigDict, workdir_path: str) -> dict:
   """The toy quadratic program (Figure 1): variance maps over the simplex and SGD curves.
 
   For each temperature, log10 of the trace variance of each estimator's
@@ -117,11 +117,11 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   are drawn from these files by ``scripts/plot_toy_qp.py``.
 
   Returns:
-    The results written to ``workdir/results.json`` (per-tau summaries of where
+    The results written to ``workdir_path/results.json`` (per-tau summaries of where
     the second estimator has the lower variance, final objectives).
   """
   chosen = validate(config)
-  path, _ = bookkeeping.prepare_workdir(workdir, config)
+  path, _ = workdir.prepare_workdir(workdir_path, config)
   writer = bookkeeping.MetricsWriter(path)
   q, c = toy_qp.paper_problem()
   points = toy_qp.simplex_grid(config.grid_resolution)
@@ -145,7 +145,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
         )
         for e, fn in enumerate(variance_fns)
       ]
-      with bookkeeping.atomic_path(file) as tmp:
+      with workdir.atomic_path(file) as tmp:
         np.savez(tmp, points=points, **dict(zip(names, maps[tau])))
     difference = maps[tau][0] - maps[tau][1]
     summary[str(tau)] = {
@@ -167,7 +167,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
       len(points),
       summary[str(tau)]["median_log10_reduction"],
     )
-  bookkeeping.write_json_atomic(path / "variance_summary.json", summary)
+  workdir.write_json_atomic(path / "variance_summary.json", summary)
   curves = {"exact gradient": optimize(None, config, q, c, key)}
   for e, (name, est) in enumerate(zip(names, chosen)):
     curves[name] = optimize(est, config, q, c, jax.random.fold_in(key, 10_000 + e))
@@ -179,9 +179,7 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
     "optimization_tau": config.opt_tau,
     "seed": config.seed,
   }
-  bookkeeping.write_json_atomic(path / "results.json", results)
-  bookkeeping.write_json_atomic(
-    path / "optimization.json", {k: v.tolist() for k, v in curves.items()}
-  )
+  workdir.write_json_atomic(path / "results.json", results)
+  workdir.write_json_atomic(path / "optimization.json", {k: v.tolist() for k, v in curves.items()})
   writer.close()
   return results

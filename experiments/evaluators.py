@@ -1,4 +1,18 @@
-"""The evaluator interface (see the package docstring)."""
+"""Periodic measurements during training, as small classes built from config.
+
+After a block of steps, the loop (:class:`experiments.population.Run`) asks
+each evaluator whether it is :meth:`~Evaluator.due`; one that is measures the
+population state in :meth:`~Evaluator.run` and returns named ``[P]`` arrays
+(one value per member) under the metrics split they belong to; the loop writes
+them to metrics.jsonl and TensorBoard, logs :meth:`~Evaluator.summary`, and
+gives the state to :meth:`~Evaluator.update` (for an evaluator that keeps a
+record in the checkpointed state, such as ListOps's best epoch).
+
+Adding a periodic metric is one class (in the experiment's package:
+``experiments/vae/evaluation.py``, ``experiments/listops/evaluators.py``) and
+the config field that says how often it runs; the experiment lists its classes
+in its ``EVALUATORS``. The pattern is big_vision's ``evaluators/``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +20,16 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from experiments import reporting
-
 # {split: {name: [P] array}}: each member's value, under its metrics.jsonl split.
 Values = Mapping[str, Mapping[str, np.ndarray]]
+
+
+def describe(values: np.ndarray) -> str:
+  """A member's value, or the best / median / worst of a population's."""
+  if len(values) == 1:
+    return f"{values[0]:.4f}"
+  low, middle, high = np.nanmin(values), np.nanmedian(values), np.nanmax(values)
+  return f"min {low:.4f} median {middle:.4f} max {high:.4f} ({len(values)} members)"
 
 
 class Evaluator:
@@ -35,7 +55,7 @@ class Evaluator:
   def summary(self, values: Values) -> str:
     """The log line's text: each value's member value or population spread."""
     return " ".join(
-      f"{split} {name} {reporting.describe(np.asarray(v))}"
+      f"{split} {name} {describe(np.asarray(v))}"
       for split, named in values.items()
       for name, v in named.items()
     )

@@ -10,8 +10,8 @@ import jax
 import numpy as np
 from ml_collections import ConfigDict
 
-from experiments import population, reporting
-from experiments.evaluators.base import Evaluator, Values
+from experiments import population
+from experiments.evaluators import Evaluator, Values, describe
 
 
 @dataclasses.dataclass
@@ -58,8 +58,8 @@ class EpochAccuracy(Evaluator):
   def summary(self, values: Values) -> str:
     return (
       f"epoch {int(values['valid']['epoch'][0])}:"
-      f" valid {reporting.describe(values['valid']['accuracy'])}"
-      f" test {reporting.describe(values['test']['accuracy'])}"
+      f" valid {describe(values['valid']['accuracy'])}"
+      f" test {describe(values['test']['accuracy'])}"
     )
 
   def update(self, state: dict, values: Values) -> dict:

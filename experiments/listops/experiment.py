@@ -18,27 +18,24 @@ import os
 import pathlib
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 from absl import logging
-from flax import nnx
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping, config_checks, population, reporting
-from experiments.evaluators import listops as listops_evaluators
+from experiments import config_checks, driver, population, reporting, search, workdir
+from experiments.listops import evaluators
+from experiments.listops.task import INIT_FIELDS, ListOpsTask, as_arrays
 from gr_jax.data import InvalidDataError, listops, mnist
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
-INIT_FIELDS = ("embed_init", "leaf_init", "compose_init", "classifier_init", "output_init")
 GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
 
 
 def validate(config: ConfigDict):
   estimator = config_checks.check_estimator(config, straight_through_only=True)
   config_checks.check_common(config)
-  population.check_population_fields(config, HYPERPARAMETERS)
+  search.check(config, HYPERPARAMETERS)
   config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   config_checks.require_int(
     config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)"
@@ -98,7 +95,7 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> tuple[li
   lines = listops.generate(config.num_train_examples, config.data_seed, exclude)
   try:
     cache.parent.mkdir(parents=True, exist_ok=True)
-    bookkeeping.write_text_atomic(cache, "\n".join(lines) + "\n")
+    workdir.write_text_atomic(cache, "\n".join(lines) + "\n")
   except OSError as e:
     raise config_checks.ConfigError(
       f"config.cache_dir={config.cache_dir!r}: cannot write the generated training data"
@@ -177,10 +174,10 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
 
 PAPER_LEARNING_RATES = tuple(round(0.1 * k, 1) for k in range(1, 11))  # {0.1, 0.2, ..., 1.0}
 # Fields a restart may change: the evaluation batch and where the data is read or cached.
-SAFE_TO_CHANGE = bookkeeping.SAFE_TO_CHANGE | {"eval_batch_size", "data_dir", "cache_dir"}
+SAFE_TO_CHANGE = workdir.SAFE_TO_CHANGE | {"eval_batch_size", "data_dir", "cache_dir"}
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "tau")
 # The periodic measurements (see experiments.evaluators).
-EVALUATORS = (listops_evaluators.EpochAccuracy,)
+EVALUATORS = (evaluators.EpochAccuracy,)
 
 
 def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
@@ -196,87 +193,7 @@ def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int,
   }
 
 
-def make_model(config: ConfigDict, rngs: nnx.Rngs) -> tree_lstm.GumbelTreeLSTM:
-  return tree_lstm.GumbelTreeLSTM(
-    len(listops.VOCAB),
-    listops.NUM_CLASSES,
-    embed_dim=config.embed_dim,
-    hidden_dim=config.hidden_dim,
-    classifier_hidden_dim=config.classifier_hidden_dim,
-    **{field: config[field] for field in INIT_FIELDS},
-    rngs=rngs,
-  )
-
-
-def make_optimizer(config: ConfigDict):
-  """Plain SGD with weight decay (and, opt-in, global-norm clipping); hyperparameters as data."""
-  clip = [optax.clip_by_global_norm(config.grad_clip_norm)] if config.grad_clip_norm else []
-
-  @optax.inject_hyperparams
-  def sgd(learning_rate, weight_decay):
-    return optax.chain(*clip, optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate))
-
-  return sgd
-
-
-class ListOpsTask:
-  """The Tree-LSTM's pure functions of one member, for :class:`experiments.population.Trainer`."""
-
-  def __init__(self, config: ConfigDict, estimator):
-    self.config, self.estimator = config, estimator
-    self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
-    self.make_optimizer = make_optimizer(config)
-    # Only the update rule is used: the hyperparameters come from the optimizer state.
-    self.optimizer = self.make_optimizer(learning_rate=0.0, weight_decay=0.0)
-    self.tau_at = population.tau_schedule(config)
-
-  def init_member(self, key, hyperparameters, seed):
-    del seed
-    params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
-    optimizer = self.make_optimizer(
-      learning_rate=hyperparameters["learning_rate"], weight_decay=hyperparameters["weight_decay"]
-    )
-    return {"params": params, "opt_state": optimizer.init(params)}
-
-  @staticmethod
-  def records(size: int) -> dict:
-    """Model selection so far, per member: the best validation epoch and its correct counts
-    (integers: accuracies are exact fractions of the splits)."""
-    return {
-      "best_valid": np.full(size, -1, np.int32),
-      "best_test": np.zeros(size, np.int32),
-      "best_epoch": np.zeros(size, np.int32),
-    }
-
-  def loss(self, params, tokens, lengths, labels, key, tau):
-    select = lambda select_key, merge_logits: self.estimator(select_key, merge_logits, tau=tau)
-    logits = nnx.merge(self.graphdef, params)(tokens, lengths, key, select)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-    return loss, jnp.mean(jnp.argmax(logits, -1) == labels)
-
-  def train_step(self, member, hyperparameters, batch, key, step):
-    tau = self.tau_at(hyperparameters["tau"], step)
-    (loss, accuracy), grads = jax.value_and_grad(self.loss, has_aux=True)(
-      member["params"], batch["tokens"], batch["lengths"], batch["labels"], key, tau
-    )
-    updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
-    params = optax.apply_updates(member["params"], updates)
-    return {"params": params, "opt_state": opt_state}, {
-      "loss": loss,
-      "accuracy": accuracy,
-      "tau": tau,
-    }
-
-  def predict(self, params, tokens, lengths):
-    logits = nnx.merge(self.graphdef, params)(tokens, lengths, jax.random.key(0))
-    return jnp.argmax(logits, -1)
-
-
-def _as_arrays(batch: listops.Batch) -> dict[str, np.ndarray]:
-  return {"tokens": batch.tokens, "lengths": batch.lengths, "labels": batch.labels}
-
-
-def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
+class ListOpsExperiment(driver.PopulationExperiment):
   """Trains a population of Gumbel Tree-LSTMs (one by default) on ListOps, selecting on validation.
 
   Plain SGD for ``num_epochs`` epochs of ``batch_size`` examples of length <=
@@ -286,108 +203,103 @@ def train_and_evaluate(config: ConfigDict, workdir: str) -> dict:
   ``diverged_at_step`` is recorded); the others go on. Each member reports the
   test accuracy of its best validation epoch, and the population reports the
   member with the best validation accuracy (model selection on validation only).
-
-  Returns:
-    The results written to ``workdir/results.json``.
   """
-  estimator = validate(config)
-  chosen = population.members(config, HYPERPARAMETERS, paper_search)
-  population.use_cpu_cores(config, len(chosen))
-  population.check_schedule_floor(config, chosen)
-  data, sources = load_data(config)
-  encoded = {split: listops.encode(examples, config.max_length) for split, examples in data.items()}
-  steps_per_epoch = len(data["train"]) // config.batch_size
-  num_steps = config.num_epochs * steps_per_epoch
-  path, finished = bookkeeping.prepare_workdir(
-    workdir, config, SAFE_TO_CHANGE, data_used=sources, steps=num_steps
-  )
-  if finished is not None:
-    return finished
-  task = ListOpsTask(config, estimator)
-  train = encoded["train"]
-  trainer = population.Trainer(
-    population.Task(
-      task.init_member,
-      task.train_step,
-      _as_arrays(train),
+
+  HYPERPARAMETERS = HYPERPARAMETERS
+  SAFE_TO_CHANGE = SAFE_TO_CHANGE
+  SELECTION = ("valid_accuracy", "max")
+  COLUMNS = ("valid_accuracy", "test_accuracy", "best_epoch")
+  SHOWN = ("valid_accuracy", "test_accuracy")
+  LOG_NAMES = ("loss", "accuracy")
+  paper_search = staticmethod(paper_search)
+
+  def validate(self):
+    return validate(self.config)
+
+  def load_data(self):
+    return load_data(self.config)
+
+  def num_steps(self, data) -> int:
+    self.steps_per_epoch = len(data["train"]) // self.config.batch_size
+    return self.config.num_epochs * self.steps_per_epoch
+
+  def task(self, estimator, data) -> population.Task:
+    config = self.config
+    self.encoded = {
+      split: listops.encode(examples, config.max_length) for split, examples in data.items()
+    }
+    self.listops_task = ListOpsTask(config, estimator)
+    train = self.encoded["train"]
+    return population.Task(
+      self.listops_task.init_member,
+      self.listops_task.train_step,
+      as_arrays(train),
       config.batch_size,
-      num_steps,
-      task.records,
-    ),
-    chosen,
-    config.population.vectorize,
-  )
-  num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
-  logging.info(
-    "%d train / %d valid / %d test examples with L <= %d; %d steps",
-    len(train.labels),
-    num_valid,
-    num_test,
-    config.max_length,
-    num_steps,
-  )
-  predict = jax.jit(trainer.parallel(task.predict, shared=2))
-
-  def correct(params, batch: listops.Batch) -> np.ndarray:
-    """``[P]`` greedy parses classified correctly over a split, in fixed-size (padded) batches."""
-    size = config.eval_batch_size
-    counts = np.zeros(trainer.size, np.int64)
-    for start in range(0, len(batch.labels), size):
-      rows = np.arange(start, start + size) % len(batch.labels)  # pad by wrapping
-      predictions = population.to_host(predict(params, batch.tokens[rows], batch.lengths[rows]))
-      count = min(size, len(batch.labels) - start)
-      counts += np.sum(predictions[:, :count] == batch.labels[rows][:count], axis=1)
-    return counts
-
-  run = population.Run(
-    trainer,
-    path,
-    population.Schedule.from_config(config),
-    config.to_dict(),
-    log_names=("loss", "accuracy"),
-  )
-  inputs = listops_evaluators.Inputs(correct, encoded["valid"], encoded["test"], steps_per_epoch)
-  state = run.train([evaluator(config, inputs) for evaluator in EVALUATORS])
-  records = population.to_host(state["records"])
-  diverged_at = population.to_host(state["diverged_at"])
-  reports = []
-  for i, member in enumerate(chosen):
-    best_valid, best_test = max(0, int(records["best_valid"][i])), int(records["best_test"][i])
-    reports.append(
-      reporting.member_report(
-        member,
-        {
-          "valid_accuracy": best_valid / num_valid,
-          "test_accuracy": best_test / num_test,
-          "valid_correct": f"{best_valid}/{num_valid}",
-          "test_correct": f"{best_test}/{num_test}",
-          "best_epoch": int(records["best_epoch"][i]),
-          "final_tau": float(task.tau_at(member.hyperparameters["tau"], num_steps)),
-        },
-        int(diverged_at[i]),
-      )
+      self.config.num_epochs * self.steps_per_epoch,
+      self.listops_task.records,
     )
-  results = reporting.finish(
-    path,
-    config,
-    reports,
-    "valid_accuracy",
-    "max",
-    {
-      "steps": num_steps,
+
+  def evaluators(self, trainer, run):
+    config, encoded = self.config, self.encoded
+    logging.info(
+      "%d train / %d valid / %d test examples with L <= %d; %d steps",
+      len(encoded["train"].labels),
+      len(encoded["valid"].labels),
+      len(encoded["test"].labels),
+      config.max_length,
+      trainer.task.num_steps,
+    )
+    predict = jax.jit(trainer.parallel(self.listops_task.predict, shared=2))
+
+    def correct(params, batch: listops.Batch) -> np.ndarray:
+      """``[P]`` greedy parses classified correctly over a split, in fixed-size (padded)
+      batches."""
+      size = config.eval_batch_size
+      counts = np.zeros(trainer.size, np.int64)
+      for start in range(0, len(batch.labels), size):
+        rows = np.arange(start, start + size) % len(batch.labels)  # pad by wrapping
+        predictions = population.to_host(predict(params, batch.tokens[rows], batch.lengths[rows]))
+        count = min(size, len(batch.labels) - start)
+        counts += np.sum(predictions[:, :count] == batch.labels[rows][:count], axis=1)
+      return counts
+
+    inputs = evaluators.Inputs(correct, encoded["valid"], encoded["test"], self.steps_per_epoch)
+    return [evaluator(config, inputs) for evaluator in EVALUATORS]
+
+  def report(self, trainer, run, state):
+    config, encoded = self.config, self.encoded
+    num_valid, num_test = len(encoded["valid"].labels), len(encoded["test"].labels)
+    records = population.to_host(state["records"])
+    diverged_at = population.to_host(state["diverged_at"])
+    reports = []
+    for i, member in enumerate(trainer.chosen):
+      best_valid, best_test = max(0, int(records["best_valid"][i])), int(records["best_test"][i])
+      reports.append(
+        reporting.member_report(
+          member,
+          {
+            "valid_accuracy": best_valid / num_valid,
+            "test_accuracy": best_test / num_test,
+            "valid_correct": f"{best_valid}/{num_valid}",
+            "test_correct": f"{best_test}/{num_test}",
+            "best_epoch": int(records["best_epoch"][i]),
+            "final_tau": float(
+              self.listops_task.tau_at(member.hyperparameters["tau"], trainer.task.num_steps)
+            ),
+          },
+          int(diverged_at[i]),
+        )
+      )
+    return reports, {
       "num_epochs": config.num_epochs,
-      "trained_steps": run.last_step,
-      **run.record(),
-      "estimator": config.estimator,
-      "tau_schedule": config.tau_schedule,
-      "batch_size": config.batch_size,
       "max_length": config.max_length,
       "grad_clip_norm": config.grad_clip_norm,
       "num_train_examples_requested": config.num_train_examples,
-      "num_train_examples": len(train.labels),  # kept: length <= max_length
-    },
-    columns=("valid_accuracy", "test_accuracy", "best_epoch"),
-  )
-  reporting.log_selection(results, "valid_accuracy", ("valid_accuracy", "test_accuracy"))
-  run.close()
-  return results
+      "num_train_examples": len(encoded["train"].labels),  # kept: length <= max_length
+    }
+
+
+def train_and_evaluate(config: ConfigDict, workdir_path: str) -> dict:
+  """Trains and evaluates the ListOps population of ``config`` in ``workdir_path`` (see
+  :class:`ListOpsExperiment`); returns results.json's content."""
+  return driver.train_and_evaluate(ListOpsExperiment(config), workdir_path)

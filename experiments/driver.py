@@ -1,0 +1,133 @@
+"""One driver for the population experiments (the VAE, ListOps): what every run does in order.
+
+Check the config, choose the members, split them over the CPU's cores, load the
+data, open (or resume) the workdir, train the population with the experiment's
+evaluators, evaluate and report: :func:`train_and_evaluate`. An experiment is a
+:class:`PopulationExperiment`: its tables (hyperparameters, fields a restart
+may change, the selection) and the steps that are its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+from ml_collections import ConfigDict
+
+from experiments import population, reporting, schedules, search, workdir
+from experiments.evaluators import Evaluator
+
+
+class PopulationExperiment:
+  """An experiment that :func:`train_and_evaluate` runs; one instance per run (its config).
+
+  Subclasses set the class attributes and implement the methods below; the
+  driver calls them in this order: :meth:`validate`, :meth:`paper_search` (for
+  each member of a paper search), :meth:`load_data`, :meth:`num_steps`,
+  :meth:`task`, :meth:`evaluators`, then :meth:`report` after training.
+  """
+
+  # The hyperparameters its members may differ in (names of search.HYPERPARAMETERS).
+  HYPERPARAMETERS: ClassVar[tuple[str, ...]]
+  # Fields a restart may change (workdir.SAFE_TO_CHANGE and the experiment's own).
+  SAFE_TO_CHANGE: ClassVar[frozenset[str]] = workdir.SAFE_TO_CHANGE
+  # Fields of the final evaluation (a finished run names them when they change).
+  EVALUATION_FIELDS: ClassVar[tuple[str, ...]] = ()
+  # Model selection: (the members' result compared, "min" or "max").
+  SELECTION: ClassVar[tuple[str, str]]
+  # results.json's per-member columns in summary.md, and the two the results line shows.
+  COLUMNS: ClassVar[tuple[str, ...]]
+  SHOWN: ClassVar[tuple[str, str]]
+  # The train metrics the progress lines show.
+  LOG_NAMES: ClassVar[tuple[str, ...]] = ()
+
+  def __init__(self, config: ConfigDict):
+    self.config = config
+
+  def validate(self) -> Any:
+    """Checks the config before any compute (ConfigError names the field); returns the
+    estimator."""
+    raise NotImplementedError
+
+  @staticmethod
+  def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict]:
+    """Member ``index`` of the paper's search: its seed and hyperparameters."""
+    raise NotImplementedError
+
+  def load_data(self) -> tuple[Any, dict[str, str]]:
+    """The data, and where each split came from (config.json's ``data_used``)."""
+    raise NotImplementedError
+
+  def num_steps(self, data) -> int:
+    return self.config.num_steps
+
+  def task(self, estimator, data) -> population.Task:
+    """What the loop trains: the members' pure functions and the training data."""
+    raise NotImplementedError
+
+  def evaluators(self, trainer: population.Trainer, run: population.Run) -> Sequence[Evaluator]:
+    """The periodic measurements (built once the loop has resumed)."""
+    return ()
+
+  def report(
+    self, trainer: population.Trainer, run: population.Run, state: dict
+  ) -> tuple[list[dict], dict]:
+    """After training: the members' reports (reporting.member_report) and results.json's
+    experiment-specific fields."""
+    raise NotImplementedError
+
+
+def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> dict:
+  """Trains the experiment's population (resuming from ``workdir_path``), evaluates and reports.
+
+  Returns:
+    The results written to ``workdir_path/results.json`` (a finished run's are
+    read, not redone).
+  """
+  config = experiment.config
+  estimator = experiment.validate()
+  chosen = search.members(config, experiment.HYPERPARAMETERS, experiment.paper_search)
+  population.use_cpu_cores(config, len(chosen))
+  schedules.check_schedule_floor(config, chosen)
+  data, sources = experiment.load_data()
+  num_steps = experiment.num_steps(data)
+  path, finished = workdir.prepare_workdir(
+    workdir_path,
+    config,
+    experiment.SAFE_TO_CHANGE,
+    data_used=sources,
+    steps=num_steps,
+    evaluation_fields=experiment.EVALUATION_FIELDS,
+  )
+  if finished is not None:
+    return finished
+  trainer = population.Trainer(
+    experiment.task(estimator, data), chosen, config.population.vectorize
+  )
+  run = population.Run(
+    trainer,
+    path,
+    population.Schedule.from_config(config),
+    config.to_dict(),
+    log_names=experiment.LOG_NAMES,
+  )
+  state = run.train(experiment.evaluators(trainer, run))
+  reports, results = experiment.report(trainer, run, state)
+  results = reporting.finish(
+    path,
+    config,
+    reports,
+    *experiment.SELECTION,
+    {
+      "steps": num_steps,
+      "trained_steps": run.last_step,
+      **run.record(),
+      "estimator": config.estimator,
+      "tau_schedule": config.tau_schedule,
+      "batch_size": config.batch_size,
+      **results,
+    },
+    columns=experiment.COLUMNS,
+  )
+  reporting.log_selection(results, experiment.SELECTION[0], experiment.SHOWN)
+  run.close()
+  return results

@@ -1,0 +1,237 @@
+"""Discrete VAE on binarized MNIST (Paulus et al. 2021, section 5.3, Tables 2-3, Figure 2).
+
+Training maximizes the single-sample bound log p(x, D) - log q(D | x) with the
+configured estimator (REINFORCE adds its score-function surrogate with a
+running-mean baseline); evaluation is the importance-weighted bound with exact
+discrete samples. :class:`VAEExperiment` gives the driver
+(:mod:`experiments.driver`) the members' pure functions
+(:class:`~experiments.vae.task.VAETask`) and the evaluation
+(:mod:`experiments.vae.evaluation`); a run is a population of one or more
+members (the paper's random search: ``population.search="paper"``), resumed
+from its latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import ConfigDict
+
+from experiments import config_checks, driver, population, rng, search, workdir
+from experiments.vae import evaluation
+from experiments.vae.task import VAETask
+from gr_jax import estimators
+from gr_jax.data import mnist
+from gr_jax.models import vae
+
+DATASETS = ("binarized_mnist", "synthetic")
+OUTPUT_BIASES = ("zeros", "data_log_odds")
+CENTERINGS = ("running_average", "pixel_means", "none")
+
+
+def validate(config: ConfigDict) -> estimators.Estimator:
+  """Checks the config before any compute; ConfigError names the field."""
+  estimator = config_checks.check_estimator(config, num_categories=config.arity)
+  config_checks.check_common(config)
+  search.check(config, HYPERPARAMETERS)
+  try:
+    vae.log2_arity(config.arity)
+  except ValueError:
+    raise config_checks.ConfigError(
+      f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
+    ) from None
+  config_checks.require_int(config, "num_vars", minimum=1)
+  config_checks.require_int(config, "num_steps", minimum=0)
+  config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  config_checks.require(
+    config.decoder_output_bias in OUTPUT_BIASES,
+    "decoder_output_bias",
+    f"one of {OUTPUT_BIASES}",
+    config.decoder_output_bias,
+  )
+  config_checks.require(
+    config.center_inputs in CENTERINGS,
+    "center_inputs",
+    f"one of {CENTERINGS}",
+    config.center_inputs,
+  )
+  config_checks.require(
+    config_checks.is_number(config.centering_decay) and 0 <= config.centering_decay < 1,
+    "centering_decay",
+    "a number in [0, 1)",
+    config.centering_decay,
+  )
+  for field, allowed in (
+    ("activation", vae.ACTIVATIONS),
+    ("kernel_init", vae.KERNEL_INITS),
+    ("prior", vae.PRIORS),
+  ):
+    config_checks.require(
+      config[field] in allowed, field, f"one of {tuple(allowed)}", config[field]
+    )
+  config_checks.require_int(
+    config,
+    "eval_every",
+    "checkpoint_every",
+    "variance_every",
+    "mse_every",
+    "log_every",
+    minimum=0,
+    allowed="an int >= 0 (0 = off)",
+  )
+  config_checks.require_int(
+    config,
+    "num_eval_samples",
+    "periodic_eval_samples",
+    "eval_batch_size",
+    "iwae_chunk_size",
+    minimum=1,
+  )
+  config_checks.require_int(config, "variance_draws", "mse_reference_draws", minimum=2)
+  config_checks.require_int(
+    config, "selection_eval_samples", minimum=0, allowed="an int >= 0 (0 = num_eval_samples)"
+  )
+  config_checks.require(
+    isinstance(config.num_eval_examples, int) and config.num_eval_examples != 0,
+    "num_eval_examples",
+    "-1 (all) or an int >= 1",
+    config.num_eval_examples,
+  )
+  return estimator
+
+
+def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
+  """The binarized MNIST splits and where they were found."""
+  data, source = mnist.load_with_source(
+    config.data_dir or None,
+    download=config.download,
+    synthetic_data=config.dataset == "synthetic",
+  )
+  config_checks.require_batch_fits(config, len(data["train"]), "training images")
+  return data, source
+
+
+PAPER_LEARNING_RATES = tuple(k * 1e-4 for k in range(5, 51))  # {5, 6, ..., 50} x 1e-4
+PAPER_WEIGHT_DECAYS = (0.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+# Fields a restart may change: intervals and costs of the measurements, where the data is read,
+# and the final evaluation (EVALUATION_FIELDS: they change what is measured, never the training).
+EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
+SAFE_TO_CHANGE = workdir.SAFE_TO_CHANGE | {
+  "eval_every",
+  "variance_every",
+  "mse_every",
+  "variance_draws",
+  "mse_reference_draws",
+  "periodic_eval_samples",
+  "eval_batch_size",
+  "iwae_chunk_size",
+  "data_dir",
+  "download",
+  *EVALUATION_FIELDS,
+}
+HYPERPARAMETERS = ("learning_rate", "momentum", "weight_decay", "tau")  # searched per member
+# The periodic measurements, each switched on by its config field (see experiments.vae.evaluation).
+EVALUATORS = (evaluation.GradientMeasurements, evaluation.ValidationBound)
+
+
+def paper_search(index: int, search_seed: int, config: ConfigDict) -> tuple[int, dict[str, float]]:
+  """Member ``index`` of the paper's random search (appendix D.2): its seed and draws.
+
+  Learning rate from {5, 6, ..., 50} x 1e-4, momentum uniform in (0, 1),
+  weight decay from {0, 1e-1, ..., 1e-6}, tau uniform in [0.1, 1]; each member
+  draws from its own generator (search_seed, index), so slices of a job array
+  draw what one job would.
+  """
+  rng = np.random.default_rng([search_seed, index])
+  drawn = {
+    "learning_rate": float(rng.choice(PAPER_LEARNING_RATES)),
+    "momentum": float(rng.uniform(0.0, 1.0)),
+    "weight_decay": float(rng.choice(PAPER_WEIGHT_DECAYS)),
+    "tau": float(rng.uniform(0.1, 1.0)),
+  }
+  return config.seed + index, drawn
+
+
+class VAEExperiment(driver.PopulationExperiment):
+  """Trains a population of discrete VAEs (one by default) and evaluates them.
+
+  SGD with momentum on the single-sample bound for ``num_steps`` steps; every
+  ``variance_every`` / ``mse_every`` steps the encoder gradient's variance (and
+  MSE against REINFORCE) on a fixed batch; every ``eval_every`` steps a cheap
+  validation bound; at the end the IWAE bound with ``num_eval_samples`` on the
+  validation and test sets, for every member (or, with
+  ``selection_eval_samples``, every member with that M and the selected one
+  with ``num_eval_samples``). The member with the best validation bound is the
+  reported one (the paper's model selection).
+  """
+
+  HYPERPARAMETERS = HYPERPARAMETERS
+  SAFE_TO_CHANGE = SAFE_TO_CHANGE
+  EVALUATION_FIELDS = EVALUATION_FIELDS
+  SELECTION = evaluation.SELECTION
+  COLUMNS = ("valid_nll", "test_nll")
+  SHOWN = ("valid_nll", "test_nll")
+  LOG_NAMES = ("bound", "kl")
+  paper_search = staticmethod(paper_search)
+
+  def validate(self) -> estimators.Estimator:
+    return validate(self.config)
+
+  def load_data(self):
+    data, source = load_data(self.config)
+    return data, {split: source for split in data}
+
+  def task(self, estimator, data) -> population.Task:
+    config = self.config
+    self.vae_task = VAETask(config, estimator, data["train"].mean(axis=0))
+    self.valid = evaluation.eval_subset(data["valid"], config.num_eval_examples, config.seed)
+    self.test = evaluation.eval_subset(data["test"], config.num_eval_examples, config.seed)
+    fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[
+      : config.batch_size
+    ]
+    self.fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
+    return population.Task(
+      self.vae_task.init_member,
+      self.vae_task.train_step,
+      data["train"],
+      config.batch_size,
+      config.num_steps,
+    )
+
+  def evaluators(self, trainer, run):
+    config = self.config
+    self.scorer = scorer = evaluation.Scorer(self.vae_task, trainer)
+    estimate = evaluation.FinalEvaluationEstimate(config, trainer.size, self.valid, self.test, run)
+    inputs = evaluation.Inputs(scorer, self.valid, self.fixed_batch, estimate)
+    # One timed batch, so that the ETA counts the final evaluation from the start.
+    if run.start < config.num_steps:
+      probe = self.valid[: config.eval_batch_size]
+      # The first call compiles; the second is timed.
+      scorer.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
+      t0 = time.perf_counter()
+      scorer.nll(run.state, probe, rng.Evaluation.ETA_PROBE, config.periodic_eval_samples)
+      estimate(time.perf_counter() - t0, len(probe), config.periodic_eval_samples)
+    return [evaluator(config, inputs) for evaluator in EVALUATORS]
+
+  def report(self, trainer, run, state):
+    config = self.config
+    # SIGINT / SIGTERM during the final evaluation: stop cleanly.
+    self.scorer.check_stop = run.check_stop
+    t0 = time.perf_counter()
+    reports = evaluation.final_evaluation(
+      config, self.scorer, state, trainer.chosen, self.valid, self.test, run
+    )
+    return reports, {
+      "num_eval_samples": config.num_eval_samples,
+      "selection_eval_samples": evaluation.selection_samples(config),
+      "num_eval_examples": len(self.test),
+      "final_eval_seconds": time.perf_counter() - t0,
+    }
+
+
+def train_and_evaluate(config: ConfigDict, workdir_path: str) -> dict:
+  """Trains and evaluates the VAE population of ``config`` in ``workdir_path`` (see
+  :class:`VAEExperiment`); returns results.json's content."""
+  return driver.train_and_evaluate(VAEExperiment(config), workdir_path)

@@ -1,0 +1,165 @@
+"""The VAE's pure functions of one member (for :class:`experiments.population.Trainer`): the model,
+its optimizer, a training step, the IWAE bound and the gradient measurements."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from ml_collections import ConfigDict
+
+from experiments import rng, schedules
+from gr_jax import diagnostics, estimators
+from gr_jax.models import vae
+
+
+def make_model(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
+  return vae.DiscreteVAE(
+    config.num_vars,
+    config.arity,
+    encoder_widths=tuple(config.encoder_widths),
+    decoder_widths=tuple(config.decoder_widths),
+    activation=config.activation,
+    kernel_init=config.kernel_init,
+    prior=config.prior,
+    rngs=rngs,
+  )
+
+
+@optax.inject_hyperparams
+def make_optimizer(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
+  """SGD with momentum and weight decay; the hyperparameters live in the optimizer state (data)."""
+  return optax.chain(
+    optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum=momentum)
+  )
+
+
+def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
+  return {k: hyperparameters[k] for k in ("learning_rate", "momentum", "weight_decay")}
+
+
+class VAETask:
+  """The VAE's pure functions of one member, for :class:`experiments.population.Trainer`.
+
+  ``pixel_means`` (the training images' per-pixel means, ``[784]``) feed
+  ``decoder_output_bias="data_log_odds"`` (the decoder's output bias starts at
+  the pixels' log-odds, Maddison et al. 2017, appendix D.3) and
+  ``center_inputs="pixel_means"``. The encoder sees x minus the member's
+  ``input_mean``: with ``center_inputs="running_average"`` (their appendix D.4)
+  an exponentially decaying average of the training minibatches' means (rate
+  ``centering_decay``, starting at 0), updated after each step's use and frozen
+  in evaluation; with ``"pixel_means"`` the fixed training means; with
+  ``"none"`` zeros.
+  """
+
+  def __init__(
+    self, config: ConfigDict, estimator: estimators.Estimator, pixel_means: np.ndarray | None = None
+  ):
+    self.config, self.estimator = config, estimator
+    if pixel_means is None:
+      pixel_means = np.full(784, 0.5, np.float32)
+    means = np.clip(np.asarray(pixel_means, np.float64), 1e-3, 1 - 1e-3)
+    self.output_bias = jnp.asarray(np.log(means) - np.log1p(-means), jnp.float32)
+    self.initial_input_mean = jnp.asarray(
+      pixel_means if config.center_inputs == "pixel_means" else np.zeros(784), jnp.float32
+    )
+    self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
+    self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
+    self.tau_at = schedules.tau_schedule(config)
+    self.reinforce = estimators.get("reinforce")
+    # Only the optimizer's update rule is used: the hyperparameters come from its state.
+    self.optimizer = make_optimizer(learning_rate=0.0, momentum=0.0, weight_decay=0.0)
+
+  def model(self, params) -> vae.DiscreteVAE:
+    return nnx.merge(self.graphdef, params)
+
+  def init_member(self, key, hyperparameters, seed):
+    del seed
+    params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
+    if self.config.decoder_output_bias == "data_log_odds":
+      last = max(params["decoder"]["layers"])
+      params["decoder"]["layers"][last]["bias"] = self.output_bias
+    return {
+      "params": params,
+      "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
+      "baseline": self.baseline.init(),
+      "input_mean": self.initial_input_mean,
+    }
+
+  def loss(self, params, x, key, baseline_mean, tau, input_mean, estimator=None):
+    estimator = estimator or self.estimator
+    bound, log_q, kl = vae.single_sample_bound(
+      self.model(params), x, key, estimator, tau, input_mean
+    )
+    loss = -jnp.mean(bound)
+    objective = loss
+    if estimator.score_function:
+      objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
+    return objective, (bound, kl)
+
+  def train_step(self, member, hyperparameters, batch, key, step):
+    tau = self.tau_at(hyperparameters["tau"], step)
+    x = batch.astype(jnp.float32)
+    grads, (bound, kl) = jax.grad(self.loss, has_aux=True)(
+      member["params"], x, key, member["baseline"].mean, tau, member["input_mean"]
+    )
+    updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
+    input_mean = member["input_mean"]
+    if self.config.center_inputs == "running_average":
+      decay = self.config.centering_decay
+      input_mean = decay * input_mean + (1 - decay) * jnp.mean(x, axis=0)
+    new_member = {
+      "params": optax.apply_updates(member["params"], updates),
+      "opt_state": opt_state,
+      "baseline": self.baseline.update(member["baseline"], -bound),
+      "input_mean": input_mean,
+    }
+    return new_member, {"bound": jnp.mean(bound), "kl": jnp.mean(kl), "tau": tau}
+
+  def iwae(self, member, seed, x, evaluation, start, num_samples):
+    """IWAE bounds ``[B]`` of the images ``x``: rows ``start`` ... of ``evaluation`` (an
+    rng.Evaluation, or the step of a periodic one), whose samples it draws."""
+    key = jax.random.fold_in(
+      jax.random.fold_in(rng.member_key(seed, rng.Stream.EVALUATION), evaluation), start
+    )
+    return vae.iwae_bound(
+      self.model(member["params"]),
+      x,
+      key,
+      num_samples,
+      self.config.iwae_chunk_size,
+      member["input_mean"],
+    )
+
+  def gradient_measurements(self, member, tau, seed, x, step, mse: bool):
+    """log10 trace Cov of the encoder gradient over draws (and its MSE to REINFORCE) on ``x``."""
+    tau = self.tau_at(tau, step)
+    key = jax.random.fold_in(rng.member_key(seed, rng.Stream.GRADIENT_STATISTICS), step)
+
+    def stats(estimator, draws, stats_key):
+      def encoder_grad(draw_key):
+        return jax.grad(self.loss, has_aux=True)(
+          member["params"],
+          x,
+          draw_key,
+          member["baseline"].mean,
+          tau,
+          member["input_mean"],
+          estimator,
+        )[0]["encoder"]
+
+      chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
+      return diagnostics.gradient_stats(encoder_grad, stats_key, draws, chunk_size=chunk)
+
+    ours = stats(self.estimator, self.config.variance_draws, key)
+    out = {"log10_grad_variance": jnp.log10(ours.trace_variance)}
+    if mse:
+      # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
+      ref = stats(self.reinforce, self.config.mse_reference_draws, jax.random.fold_in(key, 1))
+      out["log10_grad_mse"] = jnp.log10(ours.mse(ref.mean, ref.trace_variance / ref.num_draws))
+      out["log10_grad_squared_bias"] = jnp.log10(
+        ours.squared_bias(ref.mean, ref.trace_variance / ref.num_draws)
+      )
+    return out

@@ -1,0 +1,291 @@
+"""A run's workdir: its config (checked on restart), locks, atomic writes and the finished run's
+results.
+
+A workdir holds ``config.json`` (and ``config.backup.json``), ``metrics.jsonl``,
+TensorBoard events, ``checkpoints/`` (:mod:`experiments.checkpoints`) and, at
+the end, ``results.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import pathlib
+from typing import Any
+
+import jax
+from absl import logging
+from ml_collections import ConfigDict
+
+from experiments.config_checks import ConfigError
+
+
+@contextlib.contextmanager
+def atomic_path(path: pathlib.Path):
+  """Yields a temporary path beside ``path``; renames it onto ``path`` if the block succeeds.
+
+  A reader, or a crash, never sees a partial file: the rename is atomic. The
+  temporary name keeps the suffix (``x.tmp.npz`` for ``x.npz``) for writers
+  such as np.savez that add one.
+  """
+  tmp = path.with_name(f"{path.stem}.tmp{path.suffix}")
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  finally:
+    tmp.unlink(missing_ok=True)
+
+
+def is_writer() -> bool:
+  """Whether this process writes the workdir's files: in a multi-process job, process 0 alone."""
+  return jax.process_index() == 0
+
+
+def write_text_atomic(path: pathlib.Path, text: str) -> None:
+  """Writes ``path`` atomically (see atomic_path); in a multi-process job only process 0 writes."""
+  if not is_writer():
+    return
+  with atomic_path(path) as tmp:
+    tmp.write_text(text)
+
+
+def strict_json(obj: Any) -> Any:
+  """``obj`` with every non-finite float (a diverged member's metric) as None: JSON null, not a bare
+  NaN that strict parsers reject. (Files written before this, with NaN, still read: Python's json
+  takes it.)"""
+  if isinstance(obj, float):
+    return obj if math.isfinite(obj) else None
+  if isinstance(obj, dict):
+    return {k: strict_json(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [strict_json(v) for v in obj]
+  return obj
+
+
+def write_json_atomic(path: pathlib.Path, obj: Any) -> None:
+  """Writes strict JSON so that a reader (or a crash) never sees a partial file."""
+  write_text_atomic(
+    path, json.dumps(strict_json(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+  )
+
+
+# Config fields any experiment's restart may change: they affect logging and checkpoint
+# intervals, not the trained model; each experiment adds its own (its SAFE_TO_CHANGE).
+# num_steps and num_epochs may only grow (training continues); every other field defines the run.
+SAFE_TO_CHANGE = frozenset(
+  {
+    "log_every",
+    "checkpoint_every",
+    "steps_per_call",
+    # Where the data was found (config.json's "data_used", a record, not a setting).
+    "data_used.train",
+    "data_used.valid",
+    "data_used.test",
+  }
+)
+MAY_GROW = ("num_steps", "num_epochs")
+
+
+def _as_json(value: Any) -> Any:
+  return json.loads(json.dumps(value))
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+  """{"population": {"size": 1}} -> {"population.size": 1}."""
+  flat = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      flat.update(flatten(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+_LOCKS: dict[pathlib.Path, Any] = {}
+
+
+def _lock_name() -> str:
+  return ".lock" if jax.process_count() == 1 else f".lock.process{jax.process_index()}"
+
+
+def lock_workdir(path: pathlib.Path) -> None:
+  """Takes an exclusive lock on ``path/.lock`` for the rest of this process.
+
+  The operating system releases it when the process ends, however it ends, so
+  a lock left by a dead run never blocks. A second run on the same workdir is
+  refused with one line. The processes of a multi-process job each take their
+  own (``.lock.process<i>``).
+  """
+  path = path.resolve()
+  if path in _LOCKS:
+    return
+  handle = open(path / _lock_name(), "a+")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    handle.seek(0)
+    holder = handle.read().strip() or "another process"
+    handle.close()
+    raise ConfigError(
+      f"--workdir {path} is in use by another run ({holder}); wait for it to end or use another"
+      " --workdir."
+    ) from None
+  handle.seek(0)
+  handle.truncate()
+  handle.write(f"pid {os.getpid()}")
+  handle.flush()
+  _LOCKS[path] = handle
+
+
+def unlock_workdirs() -> None:
+  """Removes this process's workdir locks (a run that ended normally leaves no .lock behind)."""
+  for path, handle in list(_LOCKS.items()):
+    with contextlib.suppress(OSError):
+      (path / _lock_name()).unlink()
+    handle.close()
+    del _LOCKS[path]
+
+
+def prepare_workdir(
+  workdir: str,
+  config: ConfigDict,
+  safe_to_change: frozenset[str] = SAFE_TO_CHANGE,
+  data_used: dict[str, str] | None = None,
+  steps: int | None = None,
+  evaluation_fields: tuple[str, ...] = (),
+) -> tuple[pathlib.Path, dict | None]:
+  """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
+
+  ``safe_to_change``: the experiment's fields a restart may change. ``data_used``
+  (split -> where its data was found) is recorded in config.json under
+  "data_used". A run already finished at ``steps`` steps is only read:
+  config.json stays the one its results.json was measured with (a changed
+  field of ``evaluation_fields`` is named in a warning), and the workdir may be
+  read-only.
+
+  Returns:
+    The workdir's path, and the finished run's results.json (None if the run
+    has not finished ``steps`` steps).
+
+  Raises:
+    ConfigError: the workdir holds a run whose defining fields differ (one line
+      naming each field, its saved and its new value).
+  """
+  path = pathlib.Path(workdir)
+  path.mkdir(parents=True, exist_ok=True)
+  finished = None if steps is None else _finished_results(path, steps)
+  if finished is None:
+    lock_workdir(path)
+  record = new = _as_json({**config.to_dict(), **({"data_used": data_used} if data_used else {})})
+  saved = _saved_config(path)
+  if saved is not None and saved.get("experiment") != new.get("experiment"):
+    raise ConfigError(
+      f"--workdir {path} holds a {saved.get('experiment')} run, and this config is a"
+      f" {new.get('experiment')} run: use another --workdir."
+    )
+  if saved is not None:
+    saved = flatten(saved)
+    new = flatten(new)
+    differing = [
+      f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
+      for field in sorted(set(saved) | set(new))
+      if saved.get(field) != new.get(field)
+      and field not in safe_to_change
+      and not (
+        field in MAY_GROW
+        and isinstance(saved.get(field), int)
+        and new.get(field, -1) > saved[field]
+      )
+    ]
+    if differing:
+      raise ConfigError(
+        f"--workdir {path} holds a run with another config: {'; '.join(differing)}. Use a new"
+        " --workdir, or change only fields that are safe to change (logging and evaluation"
+        " intervals, data paths; num_steps / num_epochs may grow)."
+      )
+  if finished is not None:
+    unapplied = [
+      f"{field}={new.get(field)!r} (its results: {saved.get(field)!r})"
+      for field in evaluation_fields
+      if saved is not None and saved.get(field) != new.get(field)
+    ]
+    if unapplied:
+      logging.warning(
+        "the run in %s is finished: %s not applied, so that config.json and results.json agree;"
+        " delete results.json to evaluate the trained model again with them.",
+        path,
+        ", ".join(unapplied),
+      )
+    logging.info(
+      "the run in %s is finished (%d steps); its results are in %s. Delete results.json to"
+      " evaluate it again.",
+      path,
+      steps,
+      path / "results.json",
+    )
+    return path, finished
+  write_json_atomic(path / "config.json", record)
+  write_json_atomic(path / CONFIG_BACKUP, record)
+  return path, None
+
+
+# A second copy of config.json: the run's config must survive the loss of one file, since the
+# checkpoint alone (hyperparameters in the state) cannot say which config it was trained with.
+CONFIG_BACKUP = "config.backup.json"
+
+
+def _holds_run(path: pathlib.Path) -> bool:
+  checkpoints = path / "checkpoints"
+  has_checkpoint = checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
+  return (
+    has_checkpoint
+    or (path / "metrics.jsonl").is_file()
+    and (path / "metrics.jsonl").stat().st_size > 0
+  )
+
+
+def _saved_config(path: pathlib.Path) -> dict | None:
+  """The workdir's saved config (config.json, else its backup), None for a new workdir.
+
+  Raises:
+    ConfigError: the workdir holds a run but neither file reads.
+  """
+  for name in ("config.json", CONFIG_BACKUP):
+    file = path / name
+    if not file.exists():
+      continue
+    try:
+      saved = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      logging.warning("%s is damaged (%s)", file, e)
+      continue
+    if name == CONFIG_BACKUP:
+      logging.warning(
+        "%s/config.json is missing or damaged: the run's config is read from %s", path, file
+      )
+    return saved
+  if _holds_run(path):
+    raise ConfigError(
+      f"--workdir {path} holds a run (checkpoints or metrics) but its config.json is missing or"
+      " damaged and"
+      f" {CONFIG_BACKUP} does not read either: restore config.json, or use a new --workdir."
+    )
+  return None
+
+
+def _finished_results(path: pathlib.Path, steps: int) -> dict | None:
+  """results.json of a run that already trained for ``steps`` steps, else None."""
+  results_path = path / "results.json"
+  if not results_path.exists():
+    return None
+  try:
+    results = json.loads(results_path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    logging.warning(
+      "%s is damaged (%s): the run is evaluated again from its last checkpoint", results_path, e
+    )
+    return None
+  return results if results.get("steps") == steps else None
