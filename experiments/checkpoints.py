@@ -11,6 +11,7 @@ import pathlib
 import shutil
 import sys
 import time
+import traceback
 from typing import Any
 
 import jax
@@ -55,6 +56,25 @@ def _drop_closed_event_loop_noise() -> None:
 
   hook.drops_closed_event_loops = True
   sys.unraisablehook = hook
+  asyncio_logger = python_logging.getLogger("asyncio")
+  if not any(isinstance(f, _OrbaxTaskNoise) for f in asyncio_logger.filters):
+    asyncio_logger.addFilter(_OrbaxTaskNoise())
+
+
+class _OrbaxTaskNoise(python_logging.Filter):
+  """Drops asyncio's "Task exception was never retrieved" records of orbax's write tasks.
+
+  A checkpoint that fails to write (a full disk) leaves orbax's write tasks
+  with their exception; when the garbage collector later finds them, asyncio
+  logs each with its traceback, after the one line that said what happened.
+  Records of other tasks pass.
+  """
+
+  def filter(self, record: python_logging.LogRecord) -> bool:
+    if not record.getMessage().startswith("Task exception was never retrieved"):
+      return True
+    frames = traceback.extract_tb(record.exc_info[2]) if record.exc_info else []
+    return not any(f"{os.sep}orbax{os.sep}" in frame.filename for frame in frames)
 
 
 class Checkpointer:

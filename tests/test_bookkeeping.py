@@ -3,6 +3,7 @@ files, the workdir's config."""
 
 import errno
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -83,6 +84,26 @@ def test_only_closed_event_loop_noise_is_dropped(monkeypatch):
     hook(types.SimpleNamespace(exc_type=Exception, exc_value=Exception(filename), object=coroutine))
     coroutine.close()
   assert [str(u.exc_value) for u in seen] == ["something else", "mine.py"]
+
+
+def test_unretrieved_orbax_task_exceptions_are_not_logged():
+  """A failed write's orbax tasks, collected later, are not logged with their tracebacks; other
+  tasks' are."""
+  checkpoints._drop_closed_event_loop_noise()
+  logger = logging.getLogger("asyncio")
+  for filename in (f"{os.sep}site-packages{os.sep}orbax{os.sep}serialization.py", "mine.py"):
+    namespace = {}
+    exec(compile("def write(): raise ValueError('No space left')", filename, "exec"), namespace)
+    try:
+      namespace["write"]()
+    except ValueError:
+      exc_info = sys.exc_info()
+    record = logger.makeRecord(
+      "asyncio", logging.ERROR, filename, 1, "Task exception was never retrieved", (), exc_info
+    )
+    assert logger.filter(record) == (filename == "mine.py")
+  plain = logger.makeRecord("asyncio", logging.ERROR, "x.py", 1, "another message", (), None)
+  assert logger.filter(plain)
 
 
 def test_atomic_path_leaves_the_old_file_when_the_write_fails(tmp_path):
