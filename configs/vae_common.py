@@ -14,9 +14,10 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.dataset = "binarized_mnist"  # or "synthetic" (tests)
   config.data_dir = ""
   config.download = True
-  # Model: the Concrete paper's 240H~784V (Maddison et al. 2017, section 5.1 and
-  # appendix D), each choice one field. configs/vae_relu_mlp.py is the earlier
-  # ReLU 512/256 model (lecun_normal, zero output bias, no centring, uniform prior).
+  # Model, by name (experiments/vae/models.py): "concrete", the Concrete paper's 240H~784V
+  # (Maddison et al. 2017, section 5.1 and appendix D), each choice one field below;
+  # "relu_mlp", the earlier ReLU 512/256 model (configs/vae_relu_mlp.py sets its choices).
+  config.model = "concrete"
   config.arity = arity
   config.num_vars = num_vars
   config.encoder_widths = (240, 240)  # "~": two tanh layers as wide as the stochastic layer (D.1)

@@ -12,6 +12,7 @@ NUM_VARS = {2: 240, 4: 120, 8: 80, 16: 60}  # m log2 n = 240
 
 def get_config(arity: str = "16"):
   config = vae_config(arity=int(arity), num_vars=NUM_VARS[int(arity)])
+  config.model = "relu_mlp"
   config.encoder_widths = (512, 256)
   config.decoder_widths = (256, 512)
   config.activation = "relu"

@@ -30,6 +30,9 @@ class PopulationExperiment:
   HYPERPARAMETERS: ClassVar[tuple[str, ...]]
   # Fields a restart may change (workdir.SAFE_TO_CHANGE and the experiment's own).
   SAFE_TO_CHANGE: ClassVar[frozenset[str]] = workdir.SAFE_TO_CHANGE
+  # Fields added to the config after runs were saved without them: field -> the values that train
+  # what those runs trained (workdir.prepare_workdir).
+  ADDED_FIELDS: ClassVar[dict[str, tuple]] = {}
   # Fields of the final evaluation (a finished run names them when they change).
   EVALUATION_FIELDS: ClassVar[tuple[str, ...]] = ()
   # Model selection: (the members' result compared, "min" or "max").
@@ -94,6 +97,7 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
     workdir_path,
     config,
     experiment.SAFE_TO_CHANGE,
+    added_fields=experiment.ADDED_FIELDS,
     data_used=sources,
     steps=num_steps,
     evaluation_fields=experiment.EVALUATION_FIELDS,

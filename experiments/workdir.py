@@ -14,7 +14,7 @@ import json
 import math
 import os
 import pathlib
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 from absl import logging
@@ -104,6 +104,31 @@ def flatten(tree: dict, prefix: str = "") -> dict:
   return flat
 
 
+def differing_fields(
+  saved: Mapping[str, Any],
+  new: Mapping[str, Any],
+  safe_to_change: frozenset[str] = SAFE_TO_CHANGE,
+  added_fields: Mapping[str, tuple] | None = None,
+) -> list[str]:
+  """The flattened fields whose values differ and define the run (sorted).
+
+  A field of ``safe_to_change`` may differ; a field of ``added_fields`` that one
+  side lacks matches the values listed for it (a config saved before the field
+  existed trained what those values train).
+  """
+  added_fields = added_fields or {}
+  differing = []
+  for field in sorted(set(saved) | set(new)):
+    if saved.get(field) == new.get(field) or field in safe_to_change:
+      continue
+    one_side = new if field in new else saved
+    if field in added_fields and (field in saved) != (field in new):
+      if one_side[field] in added_fields[field]:
+        continue
+    differing.append(field)
+  return differing
+
+
 _LOCKS: dict[pathlib.Path, Any] = {}
 
 
@@ -156,10 +181,13 @@ def prepare_workdir(
   data_used: dict[str, str] | None = None,
   steps: int | None = None,
   evaluation_fields: tuple[str, ...] = (),
+  added_fields: Mapping[str, tuple] | None = None,
 ) -> tuple[pathlib.Path, dict | None]:
   """Creates the workdir, or checks that the run it holds is this config's; writes config.json.
 
-  ``safe_to_change``: the experiment's fields a restart may change. ``data_used``
+  ``safe_to_change``: the experiment's fields a restart may change;
+  ``added_fields``: fields the experiment's config gained after the saved run
+  (a field the saved config lacks matches the values listed for it). ``data_used``
   (split -> where its data was found) is recorded in config.json under
   "data_used". A run already finished at ``steps`` steps is only read:
   config.json stays the one its results.json was measured with (a changed
@@ -191,10 +219,8 @@ def prepare_workdir(
     new = flatten(new)
     differing = [
       f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
-      for field in sorted(set(saved) | set(new))
-      if saved.get(field) != new.get(field)
-      and field not in safe_to_change
-      and not (
+      for field in differing_fields(saved, new, safe_to_change, added_fields)
+      if not (
         field in MAY_GROW
         and isinstance(saved.get(field), int)
         and new.get(field, -1) > saved[field]

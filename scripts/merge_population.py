@@ -15,7 +15,7 @@ import pathlib
 
 from absl import app, flags
 
-from experiments import reporting
+from experiments import reporting, workdir
 from experiments.listops import experiment as listops
 from experiments.vae import experiment as vae
 
@@ -57,40 +57,38 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
       f"error: --out={out} is a run's workdir (one of the slices, or another run): its results.json"
       " would be overwritten; give a new directory."
     )
-  slices = [_read_json(workdir / "results.json") for workdir in workdirs]
+  slices = [_read_json(slice_dir / "results.json") for slice_dir in workdirs]
   first = slices[0]
   configs = [_read_json(w / "config.json") for w in workdirs]
-  for workdir, config, results in zip(workdirs, configs, slices):
+  for slice_dir, config, results in zip(workdirs, configs, slices):
     for config_field, results_field in _LENGTH_FIELDS:
       if (
         config_field in config
         and results.get(results_field, config[config_field]) != config[config_field]
       ):
         raise SystemExit(
-          f"error: {workdir / 'results.json'} is stale: it reports"
+          f"error: {slice_dir / 'results.json'} is stale: it reports"
           f" {results_field}={results[results_field]} but the"
           f" slice's config asks for {config_field}={config[config_field]} (an extension that did"
           " not finish):"
           " run that slice's job again."
         )
   reference = workdir.flatten(configs[0])
-  safe_to_change = {"vae": vae.SAFE_TO_CHANGE, "listops": listops.SAFE_TO_CHANGE}.get(
-    configs[0].get("experiment"), workdir.SAFE_TO_CHANGE
+  experiment = {"vae": vae.VAEExperiment, "listops": listops.ListOpsExperiment}.get(
+    configs[0].get("experiment")
   )
-  for workdir, config in zip(workdirs[1:], configs[1:]):
+  # Fields that may differ between slices: the shard, and what a restart may change (logging,
+  # evaluation).
+  safe_to_change = {"population.shard_index"} | (
+    experiment.SAFE_TO_CHANGE if experiment else workdir.SAFE_TO_CHANGE
+  )
+  added_fields = experiment.ADDED_FIELDS if experiment else {}
+  for workdir_path, config in zip(workdirs[1:], configs[1:]):
     flat = workdir.flatten(config)
-    # Fields that may differ between slices: the shard, and what a restart may change (logging,
-    # evaluation).
-    mismatch = [
-      k
-      for k in sorted(set(flat) | set(reference))
-      if flat.get(k) != reference.get(k)
-      and k != "population.shard_index"
-      and k not in safe_to_change
-    ]
+    mismatch = workdir.differing_fields(reference, flat, safe_to_change, added_fields)
     if mismatch:
       raise SystemExit(
-        f"error: {workdir} is not a slice of the population in {workdirs[0]}:"
+        f"error: {workdir_path} is not a slice of the population in {workdirs[0]}:"
         f" {', '.join(mismatch)} differ."
       )
   reports = sorted((m for s in slices for m in s["members"]), key=lambda m: m["member"])

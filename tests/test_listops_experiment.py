@@ -265,7 +265,9 @@ def test_gr_jax_data_finds_listops_and_config_json_records_the_data(tmp_path, mo
   )
   monkeypatch.setenv("GR_JAX_DATA", str(tmp_path / "elsewhere"))
   with pytest.raises(
-    FileNotFoundError, match=r"looked in .*elsewhere/listops, \.\. Set --config\.data_dir"
+    FileNotFoundError,
+    match=r"looked for test_d20s.tsv and valid_d20s_1k.tsv in .*elsewhere/listops, .*/c;"
+    r" it has no download\. Point --config\.data_dir",
   ):
     listops_experiment.load_data(config)
   monkeypatch.setenv("GR_JAX_DATA", str(root))

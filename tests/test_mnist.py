@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 
+import gr_jax.data as gr_data
 from gr_jax.data import InvalidDataError, mnist
 
 
@@ -38,7 +39,7 @@ def test_loads_amat(tmp_path):
 
 
 def test_missing_data_error_says_where_and_how(tmp_path):
-  with pytest.raises(mnist.DataNotFoundError) as info:
+  with pytest.raises(gr_data.DataNotFoundError) as info:
     mnist.load(str(tmp_path / "nowhere"), cache_dir=tmp_path / "cache")
   message = str(info.value)
   assert str(tmp_path / "nowhere") in message and str(tmp_path / "cache") in message
@@ -149,11 +150,11 @@ def test_download_that_fails_its_checksum_is_rejected_and_deleted(
 
 
 def test_offline_download_is_one_clear_error(tmp_path, monkeypatch):
-  monkeypatch.delenv(mnist.DATA_ROOT_VARIABLE, raising=False)
+  monkeypatch.delenv(gr_data.DATA_ROOT_VARIABLE, raising=False)
   with socket.socket() as s:  # a port with nothing listening
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-  with pytest.raises(mnist.DataNotFoundError) as info:
+  with pytest.raises(gr_data.DataNotFoundError) as info:
     mnist.load(
       str(tmp_path / "none"),
       cache_dir=tmp_path / "cache",
@@ -169,7 +170,7 @@ def test_data_root_from_the_environment(tmp_path, monkeypatch):
   splits = _fake_splits(np.random.default_rng(6))
   (tmp_path / "root" / "binarized_mnist").mkdir(parents=True)
   np.savez(tmp_path / "root" / "binarized_mnist" / mnist.NPZ_NAME, **splits)
-  monkeypatch.setenv(mnist.DATA_ROOT_VARIABLE, str(tmp_path / "root"))
+  monkeypatch.setenv(gr_data.DATA_ROOT_VARIABLE, str(tmp_path / "root"))
   data = mnist.load(None, cache_dir=tmp_path / "cache")
   np.testing.assert_array_equal(data["train"], splits["train"])
 
@@ -211,7 +212,7 @@ def test_an_empty_data_dir_that_falls_back_says_so(tmp_path, monkeypatch, caplog
   (root / "binarized_mnist").mkdir(parents=True)
   np.savez(root / "binarized_mnist" / mnist.NPZ_NAME, **_fake_splits(np.random.default_rng(0)))
   (tmp_path / "empty").mkdir()
-  monkeypatch.setenv(mnist.DATA_ROOT_VARIABLE, str(root))
+  monkeypatch.setenv(gr_data.DATA_ROOT_VARIABLE, str(root))
   with caplog.at_level("INFO"):
     mnist.load(str(tmp_path / "empty"), download=False)
   messages = [r.getMessage() for r in caplog.records]

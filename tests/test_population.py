@@ -99,11 +99,11 @@ def _reference_params(config, num_steps=7):
       _DATA[order[index * config.batch_size : (index + 1) * config.batch_size]], jnp.float32
     )
     step_key = jax.random.fold_in(jax.random.fold_in(key, 1), step)
-    grads, (bound, _) = grad(params, x, step_key, baseline.mean, config.tau, input_mean)
+    grads, result = grad(params, x, step_key, baseline.mean, config.tau, input_mean)
     input_mean = 0.9 * input_mean + 0.1 * x.mean(axis=0)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    baseline = task.baseline.update(baseline, -bound)
+    baseline = task.baseline.update(baseline, -result.bound)
   return params
 
 

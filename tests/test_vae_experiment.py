@@ -539,8 +539,7 @@ def test_output_bias_and_input_centring_switches():
   model = task.model(member["params"])
   np.testing.assert_allclose(
     task.iwae(member, 0, x, 0, 0, 3),
-    vae_model.iwae_bound(
-      model,
+    model.iwae_bound(
       x,
       jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), 3), 0), 0),
       3,
@@ -586,7 +585,7 @@ def test_learned_prior_enters_the_bound():
     * (np.asarray(jax.nn.log_softmax(prior)) - np.asarray(jax.nn.log_softmax(logits))),
     axis=(1, 2),
   )
-  np.testing.assert_allclose(vae_model.log_weight(model, x, logits, sample), expected, rtol=1e-6)
+  np.testing.assert_allclose(model.log_weight(x, logits, sample), expected, rtol=1e-6)
   uniform = vae_model.DiscreteVAE(
     3, 4, encoder_widths=(8,), decoder_widths=(8,), prior="uniform", rngs=nnx.Rngs(0)
   )

@@ -71,7 +71,7 @@ def test_iwae_equals_log_px_when_q_is_the_posterior():
   model.decoder = base.decoder
   exact = _exact_log_px(model, x)
   for m in (1, 7, 50):
-    bound = vae.iwae_bound(model, x, jax.random.key(m), m, chunk_size=4)
+    bound = model.iwae_bound(x, jax.random.key(m), m, chunk_size=4)
     # Every importance weight equals p(x): exact up to float32 rounding.
     np.testing.assert_allclose(bound, exact, rtol=0, atol=1e-3)
 
@@ -85,7 +85,7 @@ def test_iwae_tightens_with_m_towards_log_px():
   for m in (1, 10, 100):
     keys = jax.random.split(jax.random.key(m), repeats)
     draws = np.asarray(
-      jax.jit(jax.vmap(lambda k, m=m: vae.iwae_bound(model, x, k, m, chunk_size=25)[0]))(keys)
+      jax.jit(jax.vmap(lambda k, m=m: model.iwae_bound(x, k, m, chunk_size=25)[0]))(keys)
     )
     means[m] = (draws.mean(), draws.std() / np.sqrt(repeats))
   # The expected bound increases with M and stays below log p(x); the

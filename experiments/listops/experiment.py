@@ -14,7 +14,6 @@ reported result (model selection on validation only). A run is a population
 from __future__ import annotations
 
 import hashlib
-import os
 import pathlib
 
 import jax
@@ -25,7 +24,8 @@ from ml_collections import ConfigDict
 from experiments import config_checks, driver, population, reporting, search, workdir
 from experiments.listops import evaluators
 from experiments.listops.task import INIT_FIELDS, ListOpsTask, as_arrays
-from gr_jax.data import InvalidDataError, listops, mnist
+from gr_jax import data as datasets
+from gr_jax.data import InvalidDataError, listops
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
@@ -104,29 +104,6 @@ def _train_lines(config: ConfigDict, test_path: pathlib.Path | None) -> tuple[li
   return lines, f"generated training data, cached in {cache}"
 
 
-def _data_dir(config: ConfigDict) -> pathlib.Path:
-  """config.data_dir, else $GR_JAX_DATA/listops, else the working directory: the first holding both
-  files."""
-  if config.data_dir:
-    candidates = [pathlib.Path(config.data_dir)]
-  else:
-    root = os.environ.get(mnist.DATA_ROOT_VARIABLE)
-    candidates = [*([pathlib.Path(root) / "listops"] if root else []), pathlib.Path(".")]
-  for directory in candidates:
-    if all((directory / name).is_file() for name in (config.valid_file, config.test_file)):
-      return directory
-  looked = ", ".join(str(d) for d in candidates)
-  raise FileNotFoundError(
-    f"ListOps {config.test_file} and {config.valid_file} not found: looked in {looked}. Set"
-    f" --config.data_dir (or the environment variable {mnist.DATA_ROOT_VARIABLE}, a directory"
-    " holding"
-    " listops/) to the directory holding them (the d20s release of Nangia & Bowman 2018), or point"
-    " --config.valid_file / --config.test_file at them; a validation split can also be generated"
-    " with"
-    f" {GENERATOR_HINT}."
-  )
-
-
 def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dict[str, str]]:
   """Train/valid/test examples of length <= max_length, and where each split came from."""
   if config.dataset == "synthetic":
@@ -135,10 +112,17 @@ def load_data(config: ConfigDict) -> tuple[dict[str, list[listops.Example]], dic
     train = listops.generate(config.num_train_examples, config.data_seed, set(test) | set(valid))
     splits = {"train": train, "valid": valid, "test": test}
   else:
-    data_dir = _data_dir(config)
-    paths = {"valid": data_dir / config.valid_file, "test": data_dir / config.test_file}
-    logging.info("ListOps valid and test files read from %s", data_dir.resolve())
-    splits = {split: listops.read_lines(path) for split, path in paths.items()}
+    splits, data_dir = datasets.load(
+      "listops",
+      config.data_dir or None,
+      cache_dir=pathlib.Path(config.cache_dir).expanduser(),
+      valid_file=config.valid_file,
+      test_file=config.test_file,
+    )
+    paths = {
+      "valid": pathlib.Path(data_dir) / config.valid_file,
+      "test": pathlib.Path(data_dir) / config.test_file,
+    }
     splits["train"], train_source = _train_lines(config, paths["test"])
     sources = {
       **{split: str(path.resolve()) for split, path in paths.items()},

@@ -20,15 +20,15 @@ import numpy as np
 from ml_collections import ConfigDict
 
 from experiments import config_checks, driver, population, rng, search, workdir
-from experiments.vae import evaluation
+from experiments.vae import evaluation, models
 from experiments.vae.task import VAETask
+from gr_jax import data as datasets
 from gr_jax import estimators
 from gr_jax.data import mnist
 from gr_jax.models import vae
 
 DATASETS = ("binarized_mnist", "synthetic")
 OUTPUT_BIASES = ("zeros", "data_log_odds")
-CENTERINGS = ("running_average", "pixel_means", "none")
 
 
 def validate(config: ConfigDict) -> estimators.Estimator:
@@ -43,6 +43,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
       f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
     ) from None
   config_checks.require_int(config, "num_vars", minimum=1)
+  models.check(config)
   config_checks.require_int(config, "num_steps", minimum=0)
   config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   config_checks.require(
@@ -50,12 +51,6 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     "decoder_output_bias",
     f"one of {OUTPUT_BIASES}",
     config.decoder_output_bias,
-  )
-  config_checks.require(
-    config.center_inputs in CENTERINGS,
-    "center_inputs",
-    f"one of {CENTERINGS}",
-    config.center_inputs,
   )
   config_checks.require(
     config_checks.is_number(config.centering_decay) and 0 <= config.centering_decay < 1,
@@ -103,12 +98,12 @@ def validate(config: ConfigDict) -> estimators.Estimator:
 
 
 def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
-  """The binarized MNIST splits and where they were found."""
-  data, source = mnist.load_with_source(
-    config.data_dir or None,
-    download=config.download,
-    synthetic_data=config.dataset == "synthetic",
-  )
+  """The dataset's splits (``gr_jax.data.load``, or generated for ``"synthetic"``) and where they
+  were found."""
+  if config.dataset == "synthetic":
+    data, source = mnist.synthetic(), "synthetic data"
+  else:
+    data, source = datasets.load(config.dataset, config.data_dir or None, download=config.download)
   config_checks.require_batch_fits(config, len(data["train"]), "training images")
   return data, source
 
@@ -169,6 +164,7 @@ class VAEExperiment(driver.PopulationExperiment):
 
   HYPERPARAMETERS = HYPERPARAMETERS
   SAFE_TO_CHANGE = SAFE_TO_CHANGE
+  ADDED_FIELDS = models.ADDED_FIELDS
   EVALUATION_FIELDS = EVALUATION_FIELDS
   SELECTION = evaluation.SELECTION
   COLUMNS = ("valid_nll", "test_nll")

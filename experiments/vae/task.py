@@ -11,21 +11,8 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import rng, schedules
+from experiments.vae import models
 from gr_jax import diagnostics, estimators
-from gr_jax.models import vae
-
-
-def make_model(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
-  return vae.DiscreteVAE(
-    config.num_vars,
-    config.arity,
-    encoder_widths=tuple(config.encoder_widths),
-    decoder_widths=tuple(config.decoder_widths),
-    activation=config.activation,
-    kernel_init=config.kernel_init,
-    prior=config.prior,
-    rngs=rngs,
-  )
 
 
 @optax.inject_hyperparams
@@ -43,15 +30,18 @@ def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
 class VAETask:
   """The VAE's pure functions of one member, for :class:`experiments.population.Trainer`.
 
+  The model is ``config.model``'s (:mod:`experiments.vae.models`); the task
+  calls the bounds it states (``training_bound``, ``iwae_bound``).
   ``pixel_means`` (the training images' per-pixel means, ``[784]``) feed
   ``decoder_output_bias="data_log_odds"`` (the decoder's output bias starts at
   the pixels' log-odds, Maddison et al. 2017, appendix D.3) and
-  ``center_inputs="pixel_means"``. The encoder sees x minus the member's
-  ``input_mean``: with ``center_inputs="running_average"`` (their appendix D.4)
-  an exponentially decaying average of the training minibatches' means (rate
-  ``centering_decay``, starting at 0), updated after each step's use and frozen
-  in evaluation; with ``"pixel_means"`` the fixed training means; with
-  ``"none"`` zeros.
+  ``center_inputs="pixel_means"``. Each inference network sees its input minus
+  the member's centring (``input_mean``: the structure of the model's
+  ``initial_centering``): with ``center_inputs="running_average"`` (their
+  appendix D.4) an exponentially decaying average of the training minibatches'
+  means of that input (rate ``centering_decay``, starting at 0), updated after
+  each step's use and frozen in evaluation; with ``"pixel_means"`` the fixed
+  training means (one-layer models); with ``"none"`` zeros.
   """
 
   def __init__(
@@ -62,22 +52,26 @@ class VAETask:
       pixel_means = np.full(784, 0.5, np.float32)
     means = np.clip(np.asarray(pixel_means, np.float64), 1e-3, 1 - 1e-3)
     self.output_bias = jnp.asarray(np.log(means) - np.log1p(-means), jnp.float32)
-    self.initial_input_mean = jnp.asarray(
-      pixel_means if config.center_inputs == "pixel_means" else np.zeros(784), jnp.float32
+    template = models.build(config, nnx.Rngs(0))
+    self.initial_input_mean = (
+      jnp.asarray(pixel_means, jnp.float32)
+      if config.center_inputs == "pixel_means"
+      else template.initial_centering()
     )
-    self.graphdef = nnx.graphdef(make_model(config, nnx.Rngs(0)))
+    self.graphdef = nnx.graphdef(template)
+    self.inference_networks = template.INFERENCE_NETWORKS
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.tau_at = schedules.tau_schedule(config)
     self.reinforce = estimators.get("reinforce")
     # Only the optimizer's update rule is used: the hyperparameters come from its state.
     self.optimizer = make_optimizer(learning_rate=0.0, momentum=0.0, weight_decay=0.0)
 
-  def model(self, params) -> vae.DiscreteVAE:
+  def model(self, params) -> nnx.Module:
     return nnx.merge(self.graphdef, params)
 
   def init_member(self, key, hyperparameters, seed):
     del seed
-    params = nnx.to_pure_dict(nnx.state(make_model(self.config, nnx.Rngs(key))))
+    params = nnx.to_pure_dict(nnx.state(models.build(self.config, nnx.Rngs(key))))
     if self.config.decoder_output_bias == "data_log_odds":
       last = max(params["decoder"]["layers"])
       params["decoder"]["layers"][last]["bias"] = self.output_bias
@@ -90,33 +84,39 @@ class VAETask:
 
   def loss(self, params, x, key, baseline_mean, tau, input_mean, estimator=None):
     estimator = estimator or self.estimator
-    bound, log_q, kl = vae.single_sample_bound(
-      self.model(params), x, key, estimator, tau, input_mean
-    )
+    result = self.model(params).training_bound(x, key, estimator, tau, input_mean)
+    bound = result.bound
     loss = -jnp.mean(bound)
     objective = loss
     if estimator.score_function:
-      objective = loss + jnp.mean(estimators.score_function_surrogate(log_q, -bound, baseline_mean))
-    return objective, (bound, kl)
+      objective = loss + jnp.mean(
+        estimators.score_function_surrogate(result.log_q, -bound, baseline_mean)
+      )
+    return objective, result
 
   def train_step(self, member, hyperparameters, batch, key, step):
     tau = self.tau_at(hyperparameters["tau"], step)
     x = batch.astype(jnp.float32)
-    grads, (bound, kl) = jax.grad(self.loss, has_aux=True)(
+    grads, result = jax.grad(self.loss, has_aux=True)(
       member["params"], x, key, member["baseline"].mean, tau, member["input_mean"]
     )
     updates, opt_state = self.optimizer.update(grads, member["opt_state"], member["params"])
     input_mean = member["input_mean"]
     if self.config.center_inputs == "running_average":
       decay = self.config.centering_decay
-      input_mean = decay * input_mean + (1 - decay) * jnp.mean(x, axis=0)
+      input_mean = jax.tree.map(
+        lambda mean, inputs: decay * mean + (1 - decay) * jnp.mean(inputs, axis=0),
+        input_mean,
+        result.inference_inputs,
+      )
     new_member = {
       "params": optax.apply_updates(member["params"], updates),
       "opt_state": opt_state,
-      "baseline": self.baseline.update(member["baseline"], -bound),
+      "baseline": self.baseline.update(member["baseline"], -result.bound),
       "input_mean": input_mean,
     }
-    return new_member, {"bound": jnp.mean(bound), "kl": jnp.mean(kl), "tau": tau}
+    metrics = {name: jnp.mean(value) for name, value in result.metrics.items()}
+    return new_member, {"bound": jnp.mean(result.bound), **metrics, "tau": tau}
 
   def iwae(self, member, seed, x, evaluation, start, num_samples):
     """IWAE bounds ``[B]`` of the images ``x``: rows ``start`` ... of ``evaluation`` (an
@@ -124,23 +124,20 @@ class VAETask:
     key = jax.random.fold_in(
       jax.random.fold_in(rng.member_key(seed, rng.Stream.EVALUATION), evaluation), start
     )
-    return vae.iwae_bound(
-      self.model(member["params"]),
-      x,
-      key,
-      num_samples,
-      self.config.iwae_chunk_size,
-      member["input_mean"],
+    return self.model(member["params"]).iwae_bound(
+      x, key, num_samples, self.config.iwae_chunk_size, member["input_mean"]
     )
 
   def gradient_measurements(self, member, tau, seed, x, step, mse: bool):
-    """log10 trace Cov of the encoder gradient over draws (and its MSE to REINFORCE) on ``x``."""
+    """log10 trace Cov of the inference networks' gradient over draws (and its MSE to REINFORCE)
+    on ``x``; with several stochastic layers, each layer's network apart too
+    (``log10_grad_variance_<layer>``)."""
     tau = self.tau_at(tau, step)
     key = jax.random.fold_in(rng.member_key(seed, rng.Stream.GRADIENT_STATISTICS), step)
 
     def stats(estimator, draws, stats_key):
-      def encoder_grad(draw_key):
-        return jax.grad(self.loss, has_aux=True)(
+      def inference_grad(draw_key):
+        grads = jax.grad(self.loss, has_aux=True)(
           member["params"],
           x,
           draw_key,
@@ -148,13 +145,18 @@ class VAETask:
           tau,
           member["input_mean"],
           estimator,
-        )[0]["encoder"]
+        )[0]
+        return {network: grads[network] for _, network in self.inference_networks}
 
       chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
-      return diagnostics.gradient_stats(encoder_grad, stats_key, draws, chunk_size=chunk)
+      return diagnostics.gradient_stats(inference_grad, stats_key, draws, chunk_size=chunk)
 
     ours = stats(self.estimator, self.config.variance_draws, key)
     out = {"log10_grad_variance": jnp.log10(ours.trace_variance)}
+    if len(self.inference_networks) > 1:
+      for layer, network in self.inference_networks:
+        trace = sum(jnp.sum(v) for v in jax.tree.leaves(ours.variance[network]))
+        out[f"log10_grad_variance_{layer}"] = jnp.log10(trace)
     if mse:
       # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
       ref = stats(self.reinforce, self.config.mse_reference_draws, jax.random.fold_in(key, 1))

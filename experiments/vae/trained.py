@@ -23,6 +23,7 @@ def saved_config(workdir: str | pathlib.Path) -> ConfigDict:
   """The config a VAE workdir was trained with (its config.json, without the data record)."""
   saved = json.loads((pathlib.Path(workdir) / "config.json").read_text())
   saved.pop("data_used", None)
+  saved.setdefault("model", "concrete")  # saved before models had names: the one-layer model
   for field in ("encoder_widths", "decoder_widths"):
     if field in saved:
       saved[field] = tuple(saved[field])

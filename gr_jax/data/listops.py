@@ -21,7 +21,7 @@ from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
-from gr_jax.data import InvalidDataError
+from gr_jax.data._common import Dataset, InvalidDataError
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 CLOSE = "]"
@@ -242,3 +242,29 @@ def encode(examples: Sequence[Example], max_length: int) -> Batch:
   lengths = np.array([len(e.tokens) for e in examples], np.int32)
   labels = np.array([e.label for e in examples], np.int32)
   return Batch(tokens, lengths, labels)
+
+
+def _read_evaluation_files(
+  directory: pathlib.Path, valid_file: str = "valid_d20s_1k.tsv", test_file: str = "test_d20s.tsv"
+) -> dict[str, list[str]] | None:
+  """The validation and test lines, when ``directory`` holds both files."""
+  paths = {"valid": directory / valid_file, "test": directory / test_file}
+  if not all(path.is_file() for path in paths.values()):
+    return None
+  return {split: read_lines(path) for split, path in paths.items()}
+
+
+# The evaluation files (training data is generated: generate()); options valid_file, test_file.
+DATASET = Dataset(
+  name="listops",
+  title="ListOps",
+  files=lambda valid_file="valid_d20s_1k.tsv", test_file="test_d20s.tsv": (
+    f"{test_file} and {valid_file}"
+  ),
+  read=_read_evaluation_files,
+  how_to_get=(
+    "They are the d20s release of Nangia & Bowman 2018 (--config.valid_file /"
+    " --config.test_file name them); a validation split can also be generated with"
+    " python scripts/generate_listops.py --out_dir=DIR."
+  ),
+)

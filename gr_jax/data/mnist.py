@@ -1,23 +1,19 @@
 """Binarized MNIST (the fixed binarization of Salakhutdinov & Murray 2008).
 
 Splits of Larochelle & Murray 2011: 50000 train, 10000 valid, 10000 test images
-of 784 binary pixels. :func:`load` looks, in order, in
-
-1. ``data_dir``: ``binarized_mnist.npz`` (keys ``train``/``valid``/``test``,
-   0/1 values of shape (N, 784)) or the three original
-   ``binarized_mnist_{train,valid,test}.amat`` text files;
-2. ``$GR_JAX_DATA/binarized_mnist`` (a data root, like the repository's
-   ``../shared/data``), the same files;
-3. ``cache_dir`` (default ``~/.cache/gr_jax/binarized_mnist``), the same files;
-4. with ``download=True`` (the configs' default): tensorflow-datasets'
-   ``binarized_mnist`` when it is installed, else the original .amat files,
-   downloaded into ``cache_dir`` and verified (split sizes and the sha256 of
-   the split's sorted, bit-packed rows, :data:`EXPECTED`) before use.
+of 784 binary pixels. ``gr_jax.data.load("binarized_mnist", ...)`` (or
+:func:`load`) looks in the search order of :mod:`gr_jax.data` for
+``binarized_mnist.npz`` (keys ``train``/``valid``/``test``, 0/1 values of shape
+(N, 784)) or the three original ``binarized_mnist_{train,valid,test}.amat``
+text files; with ``download=True`` (the configs' default) it then tries
+tensorflow-datasets' ``binarized_mnist`` when it is installed, else the
+original .amat files, downloaded into the cache and verified (split sizes and
+the sha256 of the split's sorted, bit-packed rows, :data:`EXPECTED`) before use.
 
 Every file is checked: shape (N, 784) and every pixel exactly 0 or 1
 (:class:`~gr_jax.data.InvalidDataError`, naming the file, split and value).
-Nothing found raises :class:`DataNotFoundError` saying where it looked and how
-to provide the data. ``synthetic=True`` gives a small random dataset for tests.
+Nothing found raises :class:`~gr_jax.data.DataNotFoundError` saying where it
+looked and how to provide the data. ``synthetic=True`` gives a small random dataset for tests.
 """
 
 from __future__ import annotations
@@ -32,7 +28,13 @@ import zipfile
 import numpy as np
 from absl import logging
 
-from gr_jax.data import InvalidDataError
+from gr_jax.data._common import (
+  Dataset,
+  DownloadFailed,
+  InvalidDataError,
+  default_cache,
+  find,
+)
 
 SPLITS = ("train", "valid", "test")
 NUM_PIXELS = 784
@@ -40,9 +42,8 @@ NPZ_NAME = "binarized_mnist.npz"
 AMAT_URL = (
   "http://www.cs.toronto.edu/~larocheh/public/datasets/binarized_mnist/binarized_mnist_{split}.amat"
 )
-DEFAULT_CACHE = pathlib.Path(os.path.expanduser("~/.cache/gr_jax/binarized_mnist"))
+DEFAULT_CACHE = default_cache("binarized_mnist")
 DOWNLOAD_TIMEOUT_SECONDS = 60  # per connection attempt or stalled read
-DATA_ROOT_VARIABLE = "GR_JAX_DATA"  # a directory holding binarized_mnist/ (and listops/)
 # Per split: the number of images and the sha256 of its rows, bit-packed
 # (np.packbits) and sorted, so that the check does not depend on row order or
 # file format; measured on the copy whose file sha256 is 7a049ae3...3514b.
@@ -51,10 +52,6 @@ EXPECTED = {
   "valid": (10_000, "d10b4edf2e0765693846b51a5895f81f69fa37b6459b7f665bfa9c8cc9723622"),
   "test": (10_000, "87ff96664646cc41575aeb3ae4fbbabc1475ca3d42be4659d7a829d9f22c845a"),
 }
-
-
-class DataNotFoundError(FileNotFoundError):
-  """The dataset is not in any of the places looked at."""
 
 
 def _amat_name(split: str) -> str:
@@ -200,6 +197,33 @@ def load(
   )[0]
 
 
+def _download(cache: pathlib.Path, url: str = AMAT_URL) -> tuple[dict[str, np.ndarray], str]:
+  """tensorflow-datasets' copy when it is installed, else the .amat files (both verified)."""
+  errors = []
+  try:
+    data = _verify(_from_tfds(), "tensorflow-datasets binarized_mnist")
+    logging.info("binarized MNIST loaded from tensorflow-datasets and verified")
+    return data, "tensorflow-datasets binarized_mnist"
+  except ImportError:
+    pass  # not installed: the .amat files
+  except Exception as e:  # noqa: BLE001 - fall back to the .amat download
+    errors.append(f"tensorflow-datasets: {type(e).__name__}: {e}")
+  try:
+    return _download_amat(cache, url), f"{url.format(split='*')} (cached in {cache})"
+  except OSError as e:
+    errors.append(f"{url.format(split='*')}: {getattr(e, 'reason', e)}")
+  raise DownloadFailed("; ".join(errors))
+
+
+DATASET = Dataset(
+  name="binarized_mnist",
+  title="binarized MNIST",
+  files=f"{NPZ_NAME} or binarized_mnist_{{train,valid,test}}.amat",
+  read=lambda directory, url=AMAT_URL: _from_dir(directory),
+  download=_download,
+)
+
+
 def load_with_source(
   data_dir: str | None = None,
   *,
@@ -211,7 +235,8 @@ def load_with_source(
   """Binarized MNIST as uint8 arrays ``{"train": (50000, 784), ...}``, and where it was found.
 
   Looks in ``data_dir``, then ``$GR_JAX_DATA/binarized_mnist``, then the cache;
-  then (``download=True``) tensorflow-datasets or the .amat files.
+  then (``download=True``) tensorflow-datasets or the .amat files
+  (``gr_jax.data.load("binarized_mnist", ...)``).
 
   Args:
     data_dir: a directory with ``binarized_mnist.npz`` or the three .amat files.
@@ -226,40 +251,4 @@ def load_with_source(
   """
   if synthetic_data:
     return synthetic(), "synthetic data"
-  cache = pathlib.Path(cache_dir) if cache_dir else DEFAULT_CACHE
-  candidates = [pathlib.Path(data_dir)] if data_dir else []
-  if os.environ.get(DATA_ROOT_VARIABLE):
-    candidates.append(pathlib.Path(os.environ[DATA_ROOT_VARIABLE]) / "binarized_mnist")
-  candidates.append(cache)
-  looked = []
-  for directory in candidates:
-    looked.append(str(directory))
-    found = _from_dir(directory)
-    if found is not None:
-      if data_dir and directory != candidates[0]:
-        logging.warning(
-          "data_dir %s holds no binarized MNIST; using the copy in %s", data_dir, directory
-        )
-      logging.info("binarized MNIST loaded from %s", directory)
-      return found, str(directory)
-  errors = []
-  if download:
-    try:
-      data = _verify(_from_tfds(), "tensorflow-datasets binarized_mnist")
-      logging.info("binarized MNIST loaded from tensorflow-datasets and verified")
-      return data, "tensorflow-datasets binarized_mnist"
-    except ImportError:
-      pass  # not installed: the .amat files
-    except Exception as e:  # noqa: BLE001 - fall back to the .amat download
-      errors.append(f"tensorflow-datasets: {type(e).__name__}: {e}")
-    try:
-      return _download_amat(cache, url), f"{url.format(split='*')} (cached in {cache})"
-    except OSError as e:
-      errors.append(f"{url.format(split='*')}: {getattr(e, 'reason', e)}")
-  raise DataNotFoundError(
-    f"binarized MNIST not found: looked for {NPZ_NAME} or "
-    f"binarized_mnist_{{train,valid,test}}.amat in {', '.join(looked)}"
-    + (f"; the download failed ({'; '.join(errors)})" if errors else "; download is off")
-    + f". Point --config.data_dir (or the environment variable {DATA_ROOT_VARIABLE}, a directory"
-    " holding binarized_mnist/) at a local copy, or run with a network and --config.download=True."
-  )
+  return find(DATASET, data_dir, cache_dir=cache_dir, download=download, url=url)

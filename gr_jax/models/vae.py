@@ -9,12 +9,21 @@ logits, "sampled unconditionally from some parameters", or uniform), and
 Bernoulli pixels. "~" is two tanh layers as wide as the stochastic layer
 (appendix D.1) with Glorot initialization (D.5): the decoder is
 240-240-240-784; the experiments set the widths and the output bias (D.3).
+
+Every VAE here states its own bounds (the protocol the experiments call, so
+that a new model is one class): :meth:`DiscreteVAE.training_bound` (the
+single-sample bound an estimator differentiates, with its metrics),
+:meth:`DiscreteVAE.iwae_bound` (the importance-weighted bound with exact
+samples), ``INFERENCE_NETWORKS`` (the parameters whose gradient the variance
+measurements read) and :meth:`DiscreteVAE.initial_centering` (what the
+inference networks' inputs are centred by). The two-layer model is
+:mod:`gr_jax.models.vae_two_layer`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -76,6 +85,68 @@ class MLP(nnx.Module):
     return self.layers[-1](x)
 
 
+def bernoulli_log_likelihood(pixel_logits: jax.Array, x: jax.Array) -> jax.Array:
+  """sum_pixels log Bernoulli(x; sigmoid(logits)), over the last axis."""
+  return -jnp.sum(jnp.logaddexp(0.0, jnp.where(x > 0, -pixel_logits, pixel_logits)), axis=-1)
+
+
+class TrainingBound(NamedTuple):
+  """What a model's ``training_bound`` returns for a batch ``[B, ...]``.
+
+  Attributes:
+    bound: ``[B]`` the single-sample bound log p(x, h) - log q(h | x) at the
+      sampled h (relaxed samples for GS), whose gradient is the estimator's.
+    log_q: ``[B]`` log q(h | x) of the samples, the samples held fixed: the
+      score REINFORCE weights.
+    metrics: ``{name: [B]}``, e.g. ``kl`` = log q(h | x) - log p(h).
+    samples: each stochastic layer's sample, ``[B, m, n]``.
+    inference_inputs: the inputs of the inference networks, in the structure
+      of the model's centring (:meth:`DiscreteVAE.initial_centering`), whose
+      batch means update the running averages.
+  """
+
+  bound: jax.Array
+  log_q: jax.Array
+  metrics: dict[str, jax.Array]
+  samples: tuple[jax.Array, ...]
+  inference_inputs: Any
+
+
+def latent_term(log_prior, logits, sample) -> jax.Array:
+  r"""``[B]`` :math:`\sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle` (minus a
+  single-sample KL estimate), ``log_prior`` broadcastable to ``sample``."""
+  log_q = jax.nn.log_softmax(logits, axis=-1)
+  return jnp.sum(sample * (log_prior - log_q), axis=(-2, -1))
+
+
+def sample_log_prob(logits, sample) -> jax.Array:
+  """``[B]`` log q(sample) summed over the variables, the sample held fixed (no gradient)."""
+  return jnp.sum(estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1)
+
+
+def importance_weighted(log_weights_fn, key, num_samples: int, chunk_size: int, batch_shape):
+  r""":math:`\log \frac{1}{M} \sum_k w_k` over ``num_samples`` draws, ``chunk_size`` at a time.
+
+  ``log_weights_fn(keys [c]) -> [c, B]`` gives the log weights of the draws of
+  ``keys``; chunk i draws with ``split(fold_in(key, i), chunk_size)``. A running
+  log-sum-exp keeps the memory O(chunk_size * B) whatever M is; M is rounded up
+  to whole chunks only in compute (surplus draws are masked out of the sum).
+  """
+  chunk_size = min(chunk_size, num_samples)
+  num_chunks = -(-num_samples // chunk_size)
+
+  def body(running, index):
+    keys = jax.random.split(jax.random.fold_in(key, index), chunk_size)
+    log_w = log_weights_fn(keys)  # [c, B]
+    valid = (index * chunk_size + jnp.arange(chunk_size)) < num_samples
+    log_w = jnp.where(valid[:, None], log_w, -jnp.inf)
+    return jnp.logaddexp(running, jax.nn.logsumexp(log_w, axis=0)), None
+
+  init = jnp.full(batch_shape, -jnp.inf)
+  total, _ = jax.lax.scan(body, init, jnp.arange(num_chunks))
+  return total - math.log(num_samples)
+
+
 class DiscreteVAE(nnx.Module):
   """q(D | x) = prod_j Cat(D_j; softmax(enc(x)_j)), p(D) = prod_j Cat(D_j; softmax(prior_j)),
   p(x | D) = Bernoulli(dec(embed(D))).
@@ -84,6 +155,9 @@ class DiscreteVAE(nnx.Module):
   initialized at zero (a fresh model starts at the uniform prior); with
   ``"uniform"`` the prior is fixed at 1/n.
   """
+
+  # (label, parameter) of each stochastic layer's inference network.
+  INFERENCE_NETWORKS = (("layer1", "encoder"),)
 
   def __init__(
     self,
@@ -106,7 +180,7 @@ class DiscreteVAE(nnx.Module):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
     latent_dim = num_vars * log2_arity(arity)
-    self.num_vars, self.arity = num_vars, arity
+    self.num_vars, self.arity, self.num_pixels = num_vars, arity, num_pixels
     act, init = ACTIVATIONS[activation], KERNEL_INITS[kernel_init]()
     self.encoder = MLP(
       [num_pixels, *encoder_widths, num_vars * arity], act, kernel_init=init, rngs=rngs
@@ -128,86 +202,67 @@ class DiscreteVAE(nnx.Module):
     """``[..., m, n]`` samples -> ``[..., 784]`` Bernoulli logits of p(x | D)."""
     return self.decoder(hypercube_embedding(sample))
 
+  def initial_centering(self) -> jax.Array:
+    """``[784]`` zeros: what the encoder's input is centred by at the start (its running average,
+    or the experiment's fixed pixel means)."""
+    return jnp.zeros(self.num_pixels, jnp.float32)
 
-def bernoulli_log_likelihood(pixel_logits: jax.Array, x: jax.Array) -> jax.Array:
-  """sum_pixels log Bernoulli(x; sigmoid(logits)), over the last axis."""
-  return -jnp.sum(jnp.logaddexp(0.0, jnp.where(x > 0, -pixel_logits, pixel_logits)), axis=-1)
+  def log_weight(self, x, logits, sample) -> jax.Array:
+    r"""log p(x, D) - log q(D | x) per example (``[B]``), for one sample D.
 
+    .. math::
+      \log p(x \mid D) + \sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle
 
-def latent_term(model: DiscreteVAE, logits, sample) -> jax.Array:
-  r"""``[B]`` :math:`\sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle` (minus a
-  single-sample KL estimate)."""
-  log_q = jax.nn.log_softmax(logits, axis=-1)
-  return jnp.sum(sample * (model.log_prior() - log_q), axis=(-2, -1))
+    with the model's prior (learned or uniform). For one-hot D this is the usual
+    single-sample bound. For a relaxed GS sample S the same expression is used
+    with S in place of D (the decoder sees the relaxed embedding, and the
+    q and prior terms are the cross-entropy terms <S, log p - log q>): the
+    linear extension of the discrete bound to the simplex, equal to it at the
+    corners.
+    """
+    return bernoulli_log_likelihood(self.decode(sample), x) + latent_term(
+      self.log_prior(), logits, sample
+    )
 
+  def training_bound(
+    self, x, key, estimator: estimators.Estimator, tau, centering=0.0
+  ) -> TrainingBound:
+    r"""The training objective per example: :meth:`log_weight` at D = estimator(key, logits).
 
-def log_weight(model: DiscreteVAE, x, logits, sample) -> jax.Array:
-  r"""log p(x, D) - log q(D | x) per example (``[B]``), for one sample D.
+    ``centering`` is subtracted from the encoder's input only (the running
+    average of the inputs, or the training pixel means); the likelihood is of
+    x itself. ``metrics["kl"]`` is the sample's :math:`\log q(D \mid x) -
+    \log p(D)`; ``log_q`` feeds REINFORCE's surrogate.
+    """
+    logits = self.encode(x - centering)
+    sample = estimator(key, logits, tau=tau)
+    kl = -latent_term(self.log_prior(), logits, sample)
+    bound = bernoulli_log_likelihood(self.decode(sample), x) - kl
+    return TrainingBound(bound, sample_log_prob(logits, sample), {"kl": kl}, (sample,), x)
 
-  .. math::
-    \log p(x \mid D) + \sum_j \langle D_j, \log p(D_j) - \log q(D_j \mid x) \rangle
+  def iwae_bound(self, x, key, num_samples: int, chunk_size: int = 100, centering=0.0):
+    r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
 
-  with the model's prior (learned or uniform). For one-hot D this is the usual
-  single-sample bound. For a relaxed GS sample S the same expression is used
-  with S in place of D (the decoder sees the relaxed embedding, and the
-  q and prior terms are the cross-entropy terms <S, log p - log q>): the
-  linear extension of the discrete bound to the simplex, equal to it at the
-  corners.
-  """
-  return bernoulli_log_likelihood(model.decode(sample), x) + latent_term(model, logits, sample)
+    .. math:: \log \frac{1}{M} \sum_{k=1}^{M} \frac{p(x, D^k)}{q(D^k \mid x)},
+      \quad D^k \sim q(\cdot \mid x)
 
+    computed ``chunk_size`` samples at a time (:func:`importance_weighted`), so
+    the memory is O(chunk_size * B) whatever M is.
 
-def single_sample_bound(model, x, key, estimator: estimators.Estimator, tau, input_offset=0.0):
-  r"""The training objective per example and the log q(D | x) of its sample.
+    Args:
+      x: ``[B, 784]`` images.
+      key: a PRNG key.
+      num_samples: M.
+      chunk_size: samples per chunk.
+      centering: subtracted from the encoder's input (as in training).
 
-  ``input_offset`` is subtracted from the encoder's input only (the running
-  average of the inputs, or the training pixel means, to centre it); the
-  likelihood is of x itself.
+    Returns:
+      ``[B]`` bounds in nats.
+    """
+    logits = self.encode(x - centering)
 
-  Returns ``(bound [B], log_q [B], kl [B])``; ``log_q`` feeds REINFORCE's
-  surrogate, ``kl`` is the sample's :math:`\log q(D \mid x) - \log p(D)`.
-  """
-  logits = model.encode(x - input_offset)
-  sample = estimator(key, logits, tau=tau)
-  kl = -latent_term(model, logits, sample)
-  bound = bernoulli_log_likelihood(model.decode(sample), x) - kl
-  log_q = jnp.sum(estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1)
-  return bound, log_q, kl
+    def log_weights(keys):
+      samples = jax.vmap(lambda k: estimators.reinforce(k, logits))(keys)
+      return jax.vmap(lambda d: self.log_weight(x, logits, d))(samples)  # [c, B]
 
-
-def iwae_bound(
-  model: DiscreteVAE, x, key, num_samples: int, chunk_size: int = 100, input_offset=0.0
-):
-  r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
-
-  .. math:: \log \frac{1}{M} \sum_{k=1}^{M} \frac{p(x, D^k)}{q(D^k \mid x)},
-    \quad D^k \sim q(\cdot \mid x)
-
-  computed ``chunk_size`` samples at a time with a running log-sum-exp, so the
-  memory is O(chunk_size * B) whatever M is.
-
-  Args:
-    x: ``[B, 784]`` images.
-    num_samples: M.
-    chunk_size: samples per chunk (M is rounded up to whole chunks only in
-      compute: surplus samples are masked out of the sum).
-    input_offset: subtracted from the encoder's input (as in training).
-
-  Returns:
-    ``[B]`` bounds in nats.
-  """
-  logits = model.encode(x - input_offset)
-  chunk_size = min(chunk_size, num_samples)
-  num_chunks = -(-num_samples // chunk_size)
-
-  def body(running, index):
-    keys = jax.random.split(jax.random.fold_in(key, index), chunk_size)
-    samples = jax.vmap(lambda k: estimators.reinforce(k, logits))(keys)
-    log_w = jax.vmap(lambda d: log_weight(model, x, logits, d))(samples)  # [c, B]
-    valid = (index * chunk_size + jnp.arange(chunk_size)) < num_samples
-    log_w = jnp.where(valid[:, None], log_w, -jnp.inf)
-    return jnp.logaddexp(running, jax.nn.logsumexp(log_w, axis=0)), None
-
-  init = jnp.full(x.shape[:-1], -jnp.inf)
-  total, _ = jax.lax.scan(body, init, jnp.arange(num_chunks))
-  return total - math.log(num_samples)
+    return importance_weighted(log_weights, key, num_samples, chunk_size, x.shape[:-1])

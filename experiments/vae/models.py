@@ -1,0 +1,111 @@
+"""The VAE experiment's models, chosen by name (``config.model``).
+
+Each entry builds a model of :mod:`gr_jax.models` from the config; the model
+states its own bounds (``training_bound``, ``iwae_bound``), so a new model is
+one class, one config and one entry here. An entry names the config fields
+that only it reads (a field of another model is refused in one line) and the
+choices its name stands for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from flax import nnx
+from ml_collections import ConfigDict
+
+from experiments import config_checks
+from gr_jax.models import vae
+
+CENTERINGS = ("running_average", "pixel_means", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """An entry of :data:`MODELS`.
+
+  Attributes:
+    build: ``(config, rngs) -> model``.
+    description: one line, for messages and ``--list_fields``.
+    fields: the config fields that this model alone reads.
+    required: the choices its name stands for (field -> value).
+    centerings: the ``center_inputs`` values it supports.
+  """
+
+  build: Callable[[ConfigDict, nnx.Rngs], nnx.Module]
+  description: str
+  fields: tuple[str, ...] = ()
+  required: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  centerings: tuple[str, ...] = CENTERINGS
+
+
+def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
+  return vae.DiscreteVAE(
+    config.num_vars,
+    config.arity,
+    encoder_widths=tuple(config.encoder_widths),
+    decoder_widths=tuple(config.decoder_widths),
+    activation=config.activation,
+    kernel_init=config.kernel_init,
+    prior=config.prior,
+    rngs=rngs,
+  )
+
+
+MODELS = {
+  "concrete": Model(
+    _one_layer,
+    "one stochastic layer: the Concrete paper's 240H~784V with the config's choices (widths,"
+    " activation, kernels, output bias, centring, prior)",
+  ),
+  "relu_mlp": Model(
+    _one_layer,
+    "one stochastic layer: the earlier ReLU 784-512-256 / 256-512-784 model (configs/"
+    "vae_relu_mlp.py)",
+    required={
+      "encoder_widths": (512, 256),
+      "decoder_widths": (256, 512),
+      "activation": "relu",
+      "kernel_init": "lecun_normal",
+      "decoder_output_bias": "zeros",
+      "center_inputs": "none",
+      "prior": "uniform",
+    },
+  ),
+}
+# Fields added to the VAE config after runs were saved without them, with the values that train
+# what those runs trained (a resumed older run is this config's run).
+ADDED_FIELDS = {"model": ("concrete", "relu_mlp")}
+
+
+def check(config: ConfigDict) -> Model:
+  """The config's model entry; ConfigError (one line) for an unknown name, another model's field,
+  or a choice the name does not allow."""
+  config_checks.require(
+    config.model in MODELS, "model", f"one of {tuple(MODELS)}", config.get("model")
+  )
+  entry = MODELS[config.model]
+  for name, other in MODELS.items():
+    for field in other.fields:
+      if field in config and field not in entry.fields:
+        raise config_checks.ConfigError(
+          f"config.{field} belongs to model {name!r}; config.model={config.model!r} does not"
+          f" read it: remove the field or set model to {name!r}."
+        )
+  for field, value in entry.required.items():
+    chosen = tuple(config[field]) if isinstance(value, tuple) else config[field]
+    config_checks.require(
+      chosen == value, field, f"{value!r} with model {config.model!r}", config[field]
+    )
+  config_checks.require(
+    config.center_inputs in entry.centerings,
+    "center_inputs",
+    f"one of {entry.centerings} with model {config.model!r}",
+    config.center_inputs,
+  )
+  return entry
+
+
+def build(config: ConfigDict, rngs: nnx.Rngs) -> nnx.Module:
+  return MODELS[config.model].build(config, rngs)
