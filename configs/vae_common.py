@@ -16,7 +16,8 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.download = True
   # Model, by name (experiments/vae/models.py): "concrete", the Concrete paper's 240H~784V
   # (Maddison et al. 2017, section 5.1 and appendix D), each choice one field below;
-  # "relu_mlp", the earlier ReLU 512/256 model (configs/vae_relu_mlp.py sets its choices).
+  # "relu_mlp", the earlier ReLU 512/256 model (configs/vae_relu_mlp.py sets its choices);
+  # "concrete_two_layer", the 240H~240H~784V model (configs/vae_two_layer_*.py).
   config.model = "concrete"
   config.arity = arity
   config.num_vars = num_vars
@@ -70,4 +71,14 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.num_eval_examples = -1  # -1 = the whole split
   config.eval_batch_size = 100
   config.iwae_chunk_size = 100
+  return config
+
+
+def two_layer_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
+  """The two-stochastic-layer VAE (the Concrete paper's 240H~240H~784V): m variables of arity n
+  in each layer (m log2 n = 240), every "~" two tanh layers of width 240."""
+  config = vae_config(arity, num_vars)
+  config.model = "concrete_two_layer"
+  config.upper_encoder_widths = (240, 240)  # q(h2 | h1)'s "~"
+  config.upper_decoder_widths = (240, 240)  # p(h1 | h2)'s "~"
   return config

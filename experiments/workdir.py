@@ -217,9 +217,15 @@ def prepare_workdir(
   if saved is not None:
     saved = flatten(saved)
     new = flatten(new)
+    fields = differing_fields(saved, new, safe_to_change, added_fields)
+    if "model" in fields:
+      raise ConfigError(
+        f"--workdir {path} holds a run of config.model={saved.get('model')!r}, and this config"
+        f" trains model {new.get('model')!r}: use another --workdir (a run keeps its model)."
+      )
     differing = [
       f"{field} (saved {saved.get(field)!r}, now {new.get(field)!r})"
-      for field in differing_fields(saved, new, safe_to_change, added_fields)
+      for field in fields
       if not (
         field in MAY_GROW
         and isinstance(saved.get(field), int)

@@ -113,19 +113,35 @@ def test_exponential_tau_schedule(tmp_path):
   assert taus == pytest.approx({t: max(0.2, np.exp(-0.5 * t)) for t in range(1, 5)}, rel=1e-5)
 
 
-@pytest.mark.parametrize("estimator", ["st_gs", "reinforce"])
-def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
+# The two-layer model's own fields, tiny like TINY's.
+TWO_LAYER = ("upper_encoder_widths=(32,)", "upper_decoder_widths=(32,)")
+
+
+@pytest.mark.parametrize(
+  "config,estimator",
+  [
+    ("configs/vae_16ary.py", "st_gs"),
+    ("configs/vae_16ary.py", "reinforce"),
+    ("configs/vae_two_layer_4ary.py", "gr_mc10"),
+    ("configs/vae_two_layer_4ary.py", "reinforce"),
+  ],
+)
+def test_resumed_run_equals_uninterrupted_run(tmp_path, config, estimator):
   whole, parts = tmp_path / "whole", tmp_path / "parts"
-  run_main("configs/vae_16ary.py", whole, *TINY, "num_steps=6", f"estimator={estimator}")
+  settings = (*TINY, *(TWO_LAYER if "two_layer" in config else ()), f"estimator={estimator}")
+  run_main(config, whole, *settings, "num_steps=6")
   # The interrupted run: stopped after step 4 (its last checkpoint), started again.
-  run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=4", f"estimator={estimator}")
-  second = run_main("configs/vae_16ary.py", parts, *TINY, "num_steps=6", f"estimator={estimator}")
+  run_main(config, parts, *settings, "num_steps=4")
+  second = run_main(config, parts, *settings, "num_steps=6")
   assert "resumed from the checkpoint at step 4" in second.stderr
   whole_members, parts_members = _members(whole, 6), _members(parts, 6)
   assert (
     set(whole_members) >= {"params", "input_mean"} and "prior_logits" in whole_members["params"]
   )
   assert np.abs(whole_members["params"]["prior_logits"]).max() > 0  # the prior has trained
+  # Every inference input's running average (the image's; the two-layer model's h1 too) has moved.
+  assert all(np.abs(mean).max() > 0 for mean in jax.tree.leaves(whole_members["input_mean"]))
+  assert len(jax.tree.leaves(whole_members["input_mean"])) == (2 if "two_layer" in config else 1)
   for a, b in zip(jax.tree.leaves(whole_members), jax.tree.leaves(parts_members), strict=True):
     np.testing.assert_array_equal(a, b)
   results = [json.loads((d / "results.json").read_text()) for d in (whole, parts)]
@@ -148,6 +164,8 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, estimator):
     ("tau_schedule=cosine", "config.tau_schedule"),
     ("tau=inf", "config.tau"),
     ("selection_eval_samples=-1", "config.selection_eval_samples"),
+    ("model=concrete_3_layers", "config.model"),
+    ("dataset=mnist_typo", "config.dataset"),
   ],
 )
 def test_bad_config_values_name_the_field(tmp_path, override, field):
@@ -158,6 +176,15 @@ def test_bad_config_values_name_the_field(tmp_path, override, field):
   with pytest.raises(config_checks.ConfigError, match=field.replace(".", r"\.")):
     vae.train_and_evaluate(config, str(tmp_path))
   assert not (tmp_path / "checkpoints").exists()  # stopped before any compute
+
+
+def test_a_zero_width_is_one_line_naming_the_field(tmp_path):
+  result = run_main("configs/vae_16ary.py", tmp_path, "encoder_widths=(0,240)", check=False)
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+    "error: config.encoder_widths must be a tuple of ints >= 1 (the hidden layers' widths; ()"
+    " for none); got (0, 240)."
+  )
 
 
 def test_cli_error_is_one_line(tmp_path):
@@ -835,3 +862,23 @@ def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
     if r["split"] == "train"
   }
   assert train[4]["bound"] == pytest.approx((single[3] + single[4]) / 2, rel=1e-6)
+
+
+def test_a_one_layer_run_and_a_two_layer_config_do_not_mix(tmp_path):
+  """A workdir keeps its model: a one-layer run resumed with the two-layer config, and the other
+  way round, is one line naming model."""
+  one, two = tmp_path / "one", tmp_path / "two"
+  run_main("configs/vae_4ary.py", one, *TINY, "num_steps=1", "estimator=st_gs")
+  two_layer = (*TINY, *TWO_LAYER)
+  run_main("configs/vae_two_layer_4ary.py", two, *two_layer, "num_steps=1", "estimator=st_gs")
+  for config, run, saved, now in (
+    ("configs/vae_two_layer_4ary.py", one, "concrete", "concrete_two_layer"),
+    ("configs/vae_4ary.py", two, "concrete_two_layer", "concrete"),
+  ):
+    extra = TWO_LAYER if "two_layer" in config else ()
+    result = run_main(config, run, *TINY, *extra, "num_steps=2", "estimator=st_gs", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --workdir {run} holds a run of config.model={saved!r}, and this config trains"
+      f" model {now!r}: use another --workdir (a run keeps its model)."
+    )

@@ -3,7 +3,7 @@
 import pytest
 from flax import nnx
 
-from configs import vae_16ary, vae_relu_mlp
+from configs import vae_16ary, vae_relu_mlp, vae_two_layer_16ary
 from experiments import config_checks, workdir
 from experiments.vae import models
 from gr_jax.models import vae
@@ -25,6 +25,35 @@ def test_the_relu_model_is_reachable_by_name_and_its_choices_are_checked():
   assert isinstance(model, vae.DiscreteVAE) and model.encoder.layers[0].out_features == 512
   config.activation = "tanh"
   with pytest.raises(config_checks.ConfigError, match=r"^config\.activation must be 'relu' with"):
+    models.check(config)
+
+
+def test_a_two_layer_field_on_a_one_layer_model_is_refused_in_one_line():
+  config = vae_two_layer_16ary.get_config()
+  assert models.check(config) is models.MODELS["concrete_two_layer"]
+  config.model = "concrete"
+  with pytest.raises(
+    config_checks.ConfigError,
+    match=r"^config\.upper_encoder_widths belongs to model 'concrete_two_layer'; config\.model="
+    r"'concrete' does not read it: remove the field or set model to 'concrete_two_layer'\.$",
+  ):
+    models.check(config)
+
+
+@pytest.mark.parametrize("widths", [(0, 240), (-3,), (2.5,), ("a",)])
+def test_widths_are_tuples_of_positive_ints(widths):
+  config = vae_two_layer_16ary.get_config()
+  config.upper_decoder_widths = widths
+  with pytest.raises(config_checks.ConfigError, match=r"^config\.upper_decoder_widths must be a"):
+    models.check(config)
+  config.upper_decoder_widths = ()  # no hidden layer: allowed
+  models.check(config)
+
+
+def test_the_two_layer_model_takes_no_fixed_pixel_means():
+  config = vae_two_layer_16ary.get_config()
+  config.center_inputs = "pixel_means"
+  with pytest.raises(config_checks.ConfigError, match=r"^config\.center_inputs must be one of"):
     models.check(config)
 
 

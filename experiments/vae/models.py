@@ -16,7 +16,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import config_checks
-from gr_jax.models import vae
+from gr_jax.models import vae, vae_two_layer
 
 CENTERINGS = ("running_average", "pixel_means", "none")
 
@@ -53,6 +53,21 @@ def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
   )
 
 
+def _two_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae_two_layer.TwoLayerDiscreteVAE:
+  return vae_two_layer.TwoLayerDiscreteVAE(
+    config.num_vars,
+    config.arity,
+    encoder_widths=tuple(config.encoder_widths),
+    decoder_widths=tuple(config.decoder_widths),
+    upper_encoder_widths=tuple(config.upper_encoder_widths),
+    upper_decoder_widths=tuple(config.upper_decoder_widths),
+    activation=config.activation,
+    kernel_init=config.kernel_init,
+    prior=config.prior,
+    rngs=rngs,
+  )
+
+
 MODELS = {
   "concrete": Model(
     _one_layer,
@@ -73,7 +88,16 @@ MODELS = {
       "prior": "uniform",
     },
   ),
+  "concrete_two_layer": Model(
+    _two_layer,
+    "two stochastic layers: the Concrete paper's 240H~240H~784V (q(h1 | x) q(h2 | h1), p(h2)"
+    " p(h1 | h2) p(x | h1)), each inference input centred by its own running average",
+    fields=("upper_encoder_widths", "upper_decoder_widths"),
+    centerings=("running_average", "none"),
+  ),
 }
+# Config fields that are widths of hidden layers (tuples of ints >= 1; empty: no hidden layer).
+WIDTH_FIELDS = ("encoder_widths", "decoder_widths", "upper_encoder_widths", "upper_decoder_widths")
 # Fields added to the VAE config after runs were saved without them, with the values that train
 # what those runs trained (a resumed older run is this config's run).
 ADDED_FIELDS = {"model": ("concrete", "relu_mlp")}
@@ -98,6 +122,16 @@ def check(config: ConfigDict) -> Model:
     config_checks.require(
       chosen == value, field, f"{value!r} with model {config.model!r}", config[field]
     )
+  for field in WIDTH_FIELDS:
+    if field in config:
+      widths = config[field]
+      config_checks.require(
+        isinstance(widths, (tuple, list))
+        and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths),
+        field,
+        "a tuple of ints >= 1 (the hidden layers' widths; () for none)",
+        widths,
+      )
   config_checks.require(
     config.center_inputs in entry.centerings,
     "center_inputs",

@@ -97,7 +97,7 @@ class TrainingBound(NamedTuple):
     bound: ``[B]`` the single-sample bound log p(x, h) - log q(h | x) at the
       sampled h (relaxed samples for GS), whose gradient is the estimator's.
     log_q: ``[B]`` log q(h | x) of the samples, the samples held fixed: the
-      score REINFORCE weights.
+      score REINFORCE weights (score-function estimators only; else None).
     metrics: ``{name: [B]}``, e.g. ``kl`` = log q(h | x) - log p(h).
     samples: each stochastic layer's sample, ``[B, m, n]``.
     inference_inputs: the inputs of the inference networks, in the structure
@@ -238,7 +238,8 @@ class DiscreteVAE(nnx.Module):
     sample = estimator(key, logits, tau=tau)
     kl = -latent_term(self.log_prior(), logits, sample)
     bound = bernoulli_log_likelihood(self.decode(sample), x) - kl
-    return TrainingBound(bound, sample_log_prob(logits, sample), {"kl": kl}, (sample,), x)
+    log_q = sample_log_prob(logits, sample) if estimator.score_function else None
+    return TrainingBound(bound, log_q, {"kl": kl}, (sample,), x)
 
   def iwae_bound(self, x, key, num_samples: int, chunk_size: int = 100, centering=0.0):
     r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.

@@ -162,7 +162,9 @@ class TwoLayerDiscreteVAE(nnx.Module):
     logits2 = self.encode_upper(h1_embedding - h1_mean)
     h2 = estimator(key2, logits2, tau=tau)
     bound, kl1, kl2 = self.log_weight(x, logits1, h1, logits2, h2)
-    log_q = sample_log_prob(logits1, h1) + sample_log_prob(logits2, h2)
+    log_q = None
+    if estimator.score_function:
+      log_q = sample_log_prob(logits1, h1) + sample_log_prob(logits2, h2)
     metrics = {"kl": kl1 + kl2, "kl_layer1": kl1, "kl_layer2": kl2}
     return TrainingBound(bound, log_q, metrics, (h1, h2), (x, h1_embedding))
 

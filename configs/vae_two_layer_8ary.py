@@ -1,0 +1,8 @@
+"""Two-stochastic-layer discrete VAE (240H~240H~784V) on binarized MNIST: 80 variables of arity
+8 per layer."""
+
+from configs.vae_common import two_layer_config
+
+
+def get_config():
+  return two_layer_config(arity=8, num_vars=80)
