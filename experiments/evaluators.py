@@ -36,11 +36,14 @@ class Evaluator:
   """A measurement every ``every`` steps (0 = off).
 
   Subclasses set ``name`` (the log's label) and implement :meth:`run`; those
-  whose measurement the final evaluation repeats set ``at_last_step = False``.
+  whose measurement the final evaluation repeats set ``at_last_step = False``;
+  those that also measure the untrained state (step 0, when a run starts) set
+  ``at_start = True``.
   """
 
   name: ClassVar[str]
   at_last_step: ClassVar[bool] = True
+  at_start: ClassVar[bool] = False
 
   def __init__(self, every: int):
     self.every = every

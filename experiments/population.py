@@ -354,6 +354,9 @@ class Run:
     boundaries = [e.every for e in evaluators if e.every] + [
       e for e in (schedule.checkpoint_every, schedule.log_every) if e
     ]
+    for evaluator in evaluators:
+      if step == 0 and evaluator.at_start and evaluator.due(0, last):
+        state = self._evaluate(evaluator, 0, state)
     while step < last:
       if self.stop.requested:
         self.stop.stop(self.checkpointer, self.writer, step, state)

@@ -71,6 +71,24 @@ def test_evaluators_run_when_due_and_the_loop_writes_and_keeps_what_they_return(
   np.testing.assert_array_equal(population.to_host(state["records"]["runs"]), [3, 3])
 
 
+class FromTheStart(BeforeTheEnd):
+  name = "from the start"
+  at_last_step = True
+  at_start = True
+
+
+def test_an_evaluator_at_start_also_measures_the_untrained_state_of_a_new_run(tmp_path):
+  members = [search.Member(0, 0, {"learning_rate": 0.1})]
+  for num_steps, expected in ((4, [0, 4]), (8, [8])):  # the second run resumes at step 4
+    trainer = population.Trainer(_counting_task(num_steps=num_steps), members, "map")
+    run = population.Run(trainer, tmp_path, population.Schedule(100, 0, 4), {"note": "test"})
+    run.train([FromTheStart(4)])
+    run.close()
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    seen = [(x["step"], x["w"]) for x in lines if x["split"] == "test"]
+    assert seen[-len(expected) :] == [(step, float(step)) for step in expected]
+
+
 def test_the_default_summary_names_each_split_and_value():
   summary = StepsSeen(1).summary({"valid": {"w": np.array([1.0, 2.0, 3.0])}})
   assert summary == "valid w min 1.0000 median 2.0000 max 3.0000 (3 members)"

@@ -216,9 +216,12 @@ class Inputs:
 
 class GradientMeasurements(Evaluator):
   """The encoder gradient's variance every ``variance_every`` steps and its MSE against REINFORCE
-  every ``mse_every`` steps (the paper's Figure 2), on a fixed batch, ``variance_draws`` draws."""
+  every ``mse_every`` steps (the paper's Figure 2), on a fixed batch, ``variance_draws`` draws;
+  also at step 0 (the untrained model). With several stochastic layers, each layer's inference
+  network apart too."""
 
   name = "encoder gradient"
+  at_start = True
 
   def __init__(self, config: ConfigDict, inputs: Inputs):
     super().__init__(math.gcd(config.variance_every, config.mse_every))
