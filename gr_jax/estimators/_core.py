@@ -167,8 +167,23 @@ def _softmax_vjp(probs: Array, cotangent: Array, tau) -> Array:
   return probs * (cotangent - inner) / tau
 
 
+def _centred_cotangent(logits: Array, sample: Array, cotangent: Array) -> Array:
+  """The cotangent g with zeros at masked (-inf) categories, minus its value at the sample.
+
+  Every backward pass here is invariant to a constant shift of a row of g (a
+  softmax VJP; DARN's g_i - <g, p>; the binary difference g_0 - g_1), so this
+  changes no gradient in exact arithmetic. In floating point it does: with
+  g_i = 0 at the sampled category, the terms that cancel there (g_i against
+  <g, s> ~ g_i, divided by tau) vanish exactly, so a saturated softmax gives
+  exactly 0 at any tau, and a masked entry's cotangent (even inf) never reaches
+  the arithmetic.
+  """
+  cotangent = jnp.where(jnp.isneginf(logits), 0.0, cotangent)
+  return cotangent - jnp.sum(cotangent * sample, axis=-1, keepdims=True)
+
+
 def _finish_grad(logits: Array, grad: Array) -> Array:
-  """Zero at -inf logits (also covering 0 * inf), NaN on invalid rows, logits' dtype."""
+  """Zero at -inf logits, NaN on invalid rows, logits' dtype."""
   grad = jnp.where(jnp.isneginf(logits), 0.0, grad)
   return jnp.where(_invalid_rows(logits), jnp.nan, grad).astype(logits.dtype)
 
@@ -194,9 +209,10 @@ def _one_hot_estimator(backward):
   """A custom_vjp estimator: the Gumbel-max sample forward, ``backward`` behind it.
 
   ``backward(key, logits, sample, cotangent, tau, *options)`` gets the
-  estimator's key, the logits, sample and cotangent in the compute dtype and
-  the static ``options`` tuple, and returns the gradient with respect to the
-  logits; masks and degenerate rows are handled here.
+  estimator's key, the logits, sample and cotangent in the compute dtype (the
+  cotangent centred on the sample: :func:`_centred_cotangent`) and the static
+  ``options`` tuple, and returns the gradient with respect to the logits; masks
+  and degenerate rows are handled here.
   """
 
   @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
@@ -210,9 +226,9 @@ def _one_hot_estimator(backward):
   def backward_rule(options, residuals, cotangent):
     key, logits, sample, tau = residuals
     dtype = _compute_dtype(logits.dtype)
-    grad = backward(
-      key, logits.astype(dtype), sample.astype(dtype), cotangent.astype(dtype), tau, *options
-    )
+    computed_logits, computed_sample = logits.astype(dtype), sample.astype(dtype)
+    cotangent = _centred_cotangent(computed_logits, computed_sample, cotangent.astype(dtype))
+    grad = backward(key, computed_logits, computed_sample, cotangent, tau, *options)
     return None, _finish_grad(logits, grad), None
 
   estimator.defvjp(forward, backward_rule)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from gr_jax.estimators._core import (
   Array,
+  _centred_cotangent,
   _check_logits,
   _check_tau,
   _finish_grad,
@@ -99,12 +100,15 @@ def _st_gumbel_softmax(key, logits, tau):
 def _st_gumbel_softmax_fwd(key, logits, tau):
   perturbed, sample = _gumbel_max(key, logits)
   relaxed = jax.nn.softmax(perturbed / tau, axis=-1)
-  return sample, (logits, relaxed, tau)
+  return sample, (logits, sample, relaxed, tau)
 
 
 def _st_gumbel_softmax_bwd(residuals, cotangent):
-  logits, relaxed, tau = residuals
-  grad = _softmax_vjp(relaxed, cotangent.astype(relaxed.dtype), tau)
+  logits, sample, relaxed, tau = residuals
+  dtype = relaxed.dtype
+  grad = _softmax_vjp(
+    relaxed, _centred_cotangent(logits, sample.astype(dtype), cotangent.astype(dtype)), tau
+  )
   return None, _finish_grad(logits, grad), None
 
 

@@ -197,3 +197,38 @@ def test_jit_vmap_grad_compose(name):
   for r in range(6):
     row = jax.grad(lambda t: row_loss(keys[r], t, weights[r]))(logits[r])
     np.testing.assert_allclose(batched[r], row, rtol=1e-5, atol=1e-6)
+
+
+# Every estimator whose gradient is a VJP of its own (not GS, an ordinary function; not REINFORCE,
+# whose sample carries none).
+CUSTOM_VJP = [n for n in NAMES if n not in ("gs", "reinforce")]
+
+
+@pytest.mark.parametrize("name", CUSTOM_VJP)
+@pytest.mark.parametrize("tau", [1e-3, 0.3, 3.0])
+def test_every_gradient_row_sums_to_zero(name, tau):
+  """Each backward pass is a softmax VJP (or, for ZGR and ReinMax, sums of such terms): every row
+  of the gradient sums to 0, up to float32 rounding of its terms (64 eps times the sum of their
+  sizes). GS's gradient is JAX's own derivative of the relaxation."""
+  estimator = estimators.get(name)
+  logits = jax.random.normal(jax.random.key(3), (6, 4, _categories(estimator, 5)))
+  cotangent = jax.random.normal(jax.random.key(4), logits.shape)
+  grad = jax.grad(lambda t: jnp.sum(cotangent * estimator(jax.random.key(5), t, tau=tau)))(logits)
+  grad = np.asarray(grad, np.float64)
+  bound = 64 * np.finfo(np.float32).eps * np.abs(grad).sum(-1) + 1e-30
+  assert np.all(np.abs(grad.sum(-1)) <= bound)
+
+
+@pytest.mark.parametrize("name", CUSTOM_VJP)
+def test_an_infinite_cotangent_at_a_masked_category_changes_nothing(name):
+  """Masked categories get no gradient whatever their cotangent: an infinite one (a loss that is
+  infinite where the sample is impossible) leaves the other entries as they were."""
+  estimator = estimators.get(name)
+  n = _categories(estimator, 5)
+  logits = jax.random.normal(jax.random.key(6), (4, 3, n)).at[..., -1].set(-jnp.inf)
+  cotangent = jax.random.normal(jax.random.key(7), logits.shape)
+  _, vjp = jax.vjp(lambda t: estimator(jax.random.key(8), t, tau=0.5), logits)
+  (plain,) = vjp(cotangent)
+  (infinite,) = vjp(cotangent.at[..., -1].set(jnp.inf))
+  np.testing.assert_array_equal(infinite, plain)
+  assert np.all(np.asarray(plain)[..., -1] == 0) and np.all(np.isfinite(plain))

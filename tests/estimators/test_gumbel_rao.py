@@ -693,3 +693,45 @@ def test_vmapped_rows_equal_single_calls_across_chunkings(name):
     np.testing.assert_allclose(
       vmapped[r], jax.jit(grad_row)(keys[r], logits[r], cotangent[r]), rtol=1e-4, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("fn", [estimators.gumbel_rao, estimators.gumbel_rao_qmc])
+def test_a_saturated_softmax_gives_exactly_zero_at_any_tau(fn):
+  """Where every conditional softmax is one-hot the exact gradient is 0 (as ST-GS's and
+  GR-exact's): no rounding residue divided by tau (the sampled category's terms once cancelled
+  as K g_D - K g_D, then divided by K tau)."""
+  weights = jnp.array([0.1, 0.2, 0.3])
+  with jax.enable_x64(True):
+    logits = jnp.array([0.0, -1.0, -2.0])
+    for tau in (1e-30, 1e-8):
+      loss = lambda t, tau=tau: jnp.sum(weights * fn(jax.random.key(0), t, tau=tau, num_samples=10))
+      np.testing.assert_array_equal(jax.grad(loss)(logits), 0.0)
+  # float32 at tau = 1e-3: logits 40 apart keep every conditional gap far beyond 100 tau.
+  logits = 40.0 * jax.random.permutation(jax.random.key(1), jnp.arange(4.0))
+  logits = jnp.broadcast_to(logits, (30, 4)).astype(jnp.float32)
+  cotangent = jax.random.normal(jax.random.key(2), logits.shape)
+  loss = lambda t: jnp.sum(cotangent * fn(jax.random.key(3), t, tau=1e-3, num_samples=7))
+  np.testing.assert_array_equal(jax.grad(loss)(logits), 0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fn", [estimators.gumbel_rao, estimators.gumbel_rao_qmc])
+def test_small_tau_mean_equals_the_exact_conditional_expectation(fn):
+  """At tau = 5e-4 GR's backward averages rare non-saturated conditional samples: its mean over
+  backward draws, given D, is GR-exact's E[ST-GS | D] (binary rows, same keys so same D).
+  Tolerance: 5 standard errors of the mean difference over 300 keys."""
+  logits = jax.random.normal(jax.random.key(4), (16, 2))
+  cotangent = jax.random.normal(jax.random.key(5), logits.shape)
+
+  def difference(key):
+    grad = lambda estimator: jax.grad(  # noqa: E731
+      lambda t: jnp.sum(cotangent * estimator(key, t))
+    )(logits)
+    ours = grad(lambda k, t: fn(k, t, tau=5e-4, num_samples=2000))
+    exact = grad(lambda k, t: estimators.gumbel_rao_exact(k, t, tau=5e-4))
+    return ours - exact, exact
+
+  differences, exact = jax.jit(jax.vmap(difference))(jax.random.split(jax.random.key(6), 300))
+  assert float(jnp.abs(exact).max()) > 0.05  # the gradient is not negligible
+  se = np.asarray(differences).std(0) / np.sqrt(len(differences))
+  assert np.all(np.abs(np.asarray(differences).mean(0)) <= 5 * se + 1e-7)
