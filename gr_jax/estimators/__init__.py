@@ -24,6 +24,8 @@ which every estimator here uses: no :math:`n \times n` Jacobian is formed.
 
 Conventions shared by every estimator:
 
+* **Keys.** ``key`` is one PRNG key (``jax.random.key(seed)``, or a raw
+  ``PRNGKey``); for a batch of keys, ``jax.vmap`` the estimator over them.
 * **Common random numbers.** With the same key, every one-hot estimator samples
   the same ``D = onehot(argmax(logits + G))``, with ``G`` drawn as
   ``jax.random.gumbel(key, logits.shape)`` (in float32 for low-precision
@@ -31,11 +33,30 @@ Conventions shared by every estimator:
   backward pass needs is drawn from ``jax.random.fold_in(key, 1)``; GR-MCK's
   sample k from ``fold_in(fold_in(key, 1), k)``, so that a row's gradient does
   not depend on how the call was batched or chunked.
-* **Temperature.** ``tau`` is a number > 0 or an array of them broadcastable to
-  ``logits.shape[:-1] + (1,)`` (one temperature per variable); it may be
-  traced (annealing). Concrete values are checked.
+* **Batch invariance** (``jax.vmap(f)(keys)[i] == f(keys[i])``, sample and
+  gradient) holds for threefry keys, JAX's default (``jax.random.key``).
+  With the ``rbg`` and ``unsafe_rbg`` implementations, JAX's own
+  ``jax.random.gumbel`` draws other numbers under ``vmap`` than per key, so D
+  and the gradients differ between the two (a property of JAX's generators;
+  ``tests/estimators`` records it).
+* **Temperature.** ``tau`` is a real number > 0 or an array of them
+  broadcastable to ``logits.shape[:-1] + (1,)`` (one temperature per
+  variable); it may be traced (annealing). Concrete values are checked in the
+  dtype the estimator computes in (float32 for float32 and low-precision
+  logits: 1e-50 is 0 there and 1e39 is inf, both refused).
+* **Dtypes.** float32, bfloat16, float16 (computed in float32) and float64
+  (computed in float64). Without ``jax_enable_x64``, JAX turns float64 numpy
+  logits into float32 before the estimator sees them: enable x64 for float64.
+* **Forward mode.** The straight-through and Gumbel-Rao estimators are
+  ``jax.custom_vjp`` functions: reverse mode only (``jax.grad``, ``jax.vjp``,
+  ``jax.jacrev``); ``jax.jvp`` / ``jax.jacfwd`` of them raise a one-line
+  TypeError naming the function. GS and REINFORCE are ordinary functions.
 * **Masks.** ``-inf`` logits mark impossible categories: they are never sampled
-  and receive exactly zero gradient.
+  and receive exactly zero gradient, whatever their cotangent (even inf).
+* **Exact zeros.** Each backward pass is invariant to a constant shift of a
+  row's cotangent, and the cotangent is centred on the sample first: where
+  the softmaxes it evaluates are one-hot the gradient is exactly 0 at any tau,
+  and every gradient row sums to 0 up to rounding.
 * **Degenerate rows.** A row of logits that defines no distribution (a NaN
   entry, a ``+inf`` entry, or every entry ``-inf``) gives a sample row of NaN
   (all entries) and NaN gradients for that row, so that the problem shows in the
@@ -98,8 +119,9 @@ from gr_jax.estimators._score_function import (
 )
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
 
+# The package's own API (Array, the type alias, stays importable but is not listed: help() would
+# print all of jax.Array's documentation).
 __all__ = [
-  "Array",
   "BaselineState",
   "CHUNK_ELEMENTS",
   "Estimator",

@@ -35,31 +35,86 @@ def _check_logits(logits: Array) -> None:
       "logits must be a floating-point array (float32, bfloat16, float16 or"
       f" float64); got dtype {getattr(logits, 'dtype', type(logits))}."
     )
-  if logits.ndim < 1 or logits.shape[-1] < 1:
+  if logits.ndim < 1:
     raise ValueError(
-      "logits must have at least one axis with the categories on the last"
-      f" axis; got shape {logits.shape}."
+      "logits must have at least one axis, the categories on the last; got a scalar (shape ())."
     )
+  if logits.shape[-1] < 1:
+    raise ValueError(
+      f"logits has an empty category axis (the last): shape {logits.shape}; a variable needs at"
+      " least one category."
+    )
+
+
+def _check_key(key: Any) -> None:
+  """key must be one PRNG key: a typed key of shape () or a raw key (uint32, one dimension)."""
+  typed = hasattr(key, "dtype") and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+  raw = hasattr(key, "dtype") and key.dtype == jnp.uint32 and np.ndim(key) == 1
+  if typed and key.shape == ():
+    return
+  if raw:
+    return
+  if typed:
+    what = f"a batch of keys of shape {key.shape}"
+  elif hasattr(key, "shape") and hasattr(key, "dtype"):
+    what = f"an array of shape {key.shape} and dtype {key.dtype}"
+  else:
+    what = f"{key!r}"[:80]
+  raise ValueError(
+    f"key must be one PRNG key (jax.random.key(seed)); got {what}. To draw with a batch of"
+    " keys, jax.vmap the estimator over them."
+  )
+
+
+def _public(fn):
+  """An estimator's public entry: checks the key, and says in one line why forward mode fails.
+
+  JAX differentiates a ``jax.custom_vjp`` function in reverse mode only; its own
+  message for ``jax.jvp`` / ``jax.jacfwd`` names neither the function nor what
+  to use instead.
+  """
+
+  @functools.wraps(fn)
+  def checked(key, logits, *args, **kwargs):
+    _check_key(key)
+    try:
+      return fn(key, logits, *args, **kwargs)
+    except TypeError as e:
+      if "forward-mode autodiff" not in str(e):
+        raise
+      raise TypeError(
+        f"{fn.__name__} has a custom backward pass (jax.custom_vjp), so it has no forward-mode"
+        " derivative: jax.jvp, jax.jacfwd and jax.linearize of it are not defined; use"
+        " jax.grad, jax.vjp or jax.jacrev."
+      ) from None
+
+  return checked
 
 
 def _check_tau(tau: Any, logits: Array):
   """tau as a number or an array broadcastable to logits.shape[:-1] + (1,).
 
-  Raises ValueError for a wrong shape, and for concrete values that are not
-  finite and > 0. Returns tau in the compute dtype of logits (a Python number
-  stays one).
+  Raises ValueError for a wrong shape or type, and for concrete values that are
+  not finite and > 0 in the compute dtype (float32 for float32 and low-precision
+  logits: tau = 1e-50 is 0 there, 1e39 is inf). Returns tau in the compute dtype
+  of logits (a Python number stays one).
   """
   variable_shape = logits.shape[:-1] + (1,)
-  try:
-    dtype = jnp.result_type(tau)
-  except TypeError:
-    dtype = None
   if isinstance(tau, (list, tuple)):
     raise ValueError(
       f"tau must be a number or an array, not a {type(tau).__name__}: pass an array"
       f" (jnp.asarray({tau!r})) of shape broadcastable to {variable_shape}."
     )
-  if isinstance(tau, bool) or dtype is None or not jnp.issubdtype(dtype, jnp.number):
+  try:
+    dtype = None if tau is None else jnp.result_type(tau)
+  except TypeError:
+    dtype = None
+  if (
+    isinstance(tau, bool)
+    or dtype is None
+    or not jnp.issubdtype(dtype, jnp.number)
+    or jnp.issubdtype(dtype, jnp.complexfloating)
+  ):
     raise ValueError(f"tau must be a real number > 0 or an array of them; got {tau!r}.")
   shape = np.shape(tau)
   try:
@@ -71,13 +126,24 @@ def _check_tau(tau: Any, logits: Array):
       "tau must be a scalar or an array broadcastable to logits.shape[:-1] + (1,)"
       f" = {variable_shape} (one temperature per variable); got shape {shape}."
     )
+  compute = _compute_dtype(logits.dtype)
   value = _concrete(tau)
-  if value is not None and not np.all(np.isfinite(value) & (value > 0)):
-    bad = value.flat[np.argmin(np.isfinite(value.ravel()) & (value.ravel() > 0))].item()
-    raise ValueError(f"tau must be finite and > 0; got tau={bad!r}.")
+  if value is not None:
+    with np.errstate(over="ignore", under="ignore"):
+      computed = np.asarray(value, np.float64).astype(compute)
+    ok = np.isfinite(computed) & (computed > 0)
+    if not np.all(ok):
+      index = int(np.argmin(ok.ravel()))
+      bad, there = value.flat[index].item(), computed.flat[index].item()
+      if np.isfinite(value.flat[index]) and value.flat[index] > 0:
+        raise ValueError(
+          f"tau={bad!r} is {there!r} in {np.dtype(compute).name}, the dtype the estimator"
+          " computes in for these logits: tau must be finite and > 0 there."
+        )
+      raise ValueError(f"tau must be finite and > 0; got tau={bad!r}.")
   if isinstance(tau, (int, float)):
     return tau
-  return jnp.asarray(tau, _compute_dtype(logits.dtype))
+  return jnp.asarray(tau, compute)
 
 
 # K indexes the backward pass's samples as int32 (fold_in data, the lattice's k).

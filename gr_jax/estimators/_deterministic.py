@@ -6,6 +6,7 @@ Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 from __future__ import annotations
 
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,7 @@ from gr_jax.estimators._core import (
   _check_logits,
   _check_tau,
   _one_hot_estimator,
+  _public,
   _softmax_vjp,
 )
 
@@ -41,6 +43,7 @@ def _zgr_backward(key, logits, sample, cotangent, tau):
 _zgr = _one_hot_estimator(_zgr_backward)
 
 
+@_public
 def zgr(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""ZGR: the zero-temperature limit of Gumbel-Rao (Shekhovtsov, ICML 2023).
 
@@ -97,6 +100,7 @@ def _reinmax_backward(key, logits, sample, cotangent, tau):
 _reinmax = _one_hot_estimator(_reinmax_backward)
 
 
+@_public
 def reinmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""ReinMax: second-order accurate straight-through (Liu et al., NeurIPS 2023).
 
@@ -136,12 +140,14 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
   is_top = sample.astype(bool)
   max_logit = jnp.max(logits, axis=-1, keepdims=True)
   if gap_rule == "p":
-    log_prob = jnp.sum(
-      jnp.where(is_top, jax.nn.log_softmax(logits, axis=-1), 0.0), axis=-1, keepdims=True
-    )
+    # -log(1 - p_D) / p_D, which tends to 1 as p_D -> 0 and to +inf as p_D -> 1. log(1 - p_D) is
+    # the other categories' log-sum-exp minus the whole's: exact also where p_D rounds to 1 in the
+    # compute dtype (1 - p_D from p_D, or from a log-softmax near 0, loses every digit there).
+    log_z = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+    log_one_minus = jax.nn.logsumexp(jnp.where(is_top, -jnp.inf, logits), axis=-1, keepdims=True)
+    log_prob = jnp.sum(jnp.where(is_top, logits, 0.0), axis=-1, keepdims=True) - log_z
     prob = jnp.exp(log_prob)
-    # -log(1 - p) / p, which tends to 1 as p -> 0 and to +inf as p -> 1.
-    gap = jnp.where(prob > 0.0, -jnp.log1p(-prob) / jnp.where(prob > 0.0, prob, 1.0), 1.0)
+    gap = jnp.where(prob > 0.0, -(log_one_minus - log_z) / jnp.where(prob > 0.0, prob, 1.0), 1.0)
   else:
     gap = gap_rule
   perturbed = jnp.where(is_top, max_logit, jnp.minimum(logits, max_logit - gap))
@@ -154,6 +160,7 @@ def _gapped_backward(key, logits, sample, cotangent, tau, gap_rule):
 _gapped_straight_through = _one_hot_estimator(_gapped_backward)
 
 
+@_public
 def gapped_straight_through(
   key: Array, logits: Array, *, tau: float | Array = 1.0, gap: float | str = 1.0
 ) -> Array:
@@ -180,7 +187,7 @@ def gapped_straight_through(
     logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
     tau: temperature > 0, a number or an array broadcastable to
       ``logits.shape[:-1] + (1,)`` (may be traced).
-    gap: a fixed gap > 0 (1.0: GST-1.0) or "p" (GST-p).
+    gap: a fixed gap > 0, a real number (Python or numpy; 1.0: GST-1.0), or "p" (GST-p).
 
   Returns:
     An exact one-hot sample of the shape and dtype of ``logits``.
@@ -188,7 +195,7 @@ def gapped_straight_through(
   _check_logits(logits)
   tau = _check_tau(tau, logits)
   fixed = (
-    isinstance(gap, (int, float)) and not isinstance(gap, bool) and math.isfinite(gap) and gap > 0
+    isinstance(gap, numbers.Real) and not isinstance(gap, bool) and math.isfinite(gap) and gap > 0
   )
   if not fixed and gap != "p":
     raise ValueError(f'gap must be a number > 0 (1.0: GST-1.0) or "p" (GST-p); got gap={gap!r}.')

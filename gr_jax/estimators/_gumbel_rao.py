@@ -21,6 +21,7 @@ from gr_jax.estimators._core import (
   _compute_dtype,
   _first_derivatives_only,
   _one_hot_estimator,
+  _public,
   _typed_key,
 )
 from gr_jax.estimators._lattice import MAX_LATTICE_POINTS, korobov_vector
@@ -64,6 +65,7 @@ def _sample_exponentials(key: Array, start, size: int, shape, dtype) -> Array:
   return jax.vmap(lambda k: -jnp.log(_uniform_open(k, shape, dtype)))(keys)
 
 
+@_public
 def conditional_gumbel(key: Array, logits: Array, sample: Array, num_samples: int) -> Array:
   r"""K samples of ``logits + G`` conditioned on ``argmax(logits + G) = sample``.
 
@@ -284,6 +286,7 @@ def _gumbel_rao_backward(key, logits, sample, cotangent, tau, num_samples, sampl
 _gumbel_rao = _one_hot_estimator(_gumbel_rao_backward)
 
 
+@_public
 def gumbel_rao(
   key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 10
 ) -> Array:
@@ -359,6 +362,7 @@ def gumbel_rao(
   return _gumbel_rao(key, logits, tau, (num_samples, "mc"))
 
 
+@_public
 def gumbel_rao_qmc(
   key: Array, logits: Array, *, tau: float | Array = 1.0, num_samples: int = 100, tent: bool = True
 ) -> Array:
@@ -390,7 +394,10 @@ def gumbel_rao_qmc(
     tau: temperature > 0, a number or an array broadcastable to
       ``logits.shape[:-1] + (1,)`` (may be traced).
     num_samples: K, the number of lattice points, 1 <= K <= 46,340
-      (``MAX_LATTICE_POINTS``: the lattice index is computed in int32).
+      (``MAX_LATTICE_POINTS``: the lattice index is computed in int32). Its
+      generating vector is searched once per K, at trace time
+      (:func:`korobov_vector`: about a second up to K = 4096, a few seconds at
+      the largest K on a 2-core CPU).
     tent: apply the tent transform (default True; registry names
       ``gr_qmc<K>`` and, without it, ``gr_qmc<K>_no_tent``).
 

@@ -15,6 +15,7 @@ from gr_jax.estimators._core import (
   _check_tau,
   _first_derivatives_only,
   _one_hot_estimator,
+  _public,
 )
 
 # The trapezoid rule of `_binary_conditional_product`: this many nodes over a
@@ -91,6 +92,7 @@ def _gumbel_rao_exact_backward(key, logits, sample, cotangent, tau):
 _gumbel_rao_exact = _one_hot_estimator(_gumbel_rao_exact_backward)
 
 
+@_public
 def gumbel_rao_exact(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Exact Gumbel-Rao for binary variables (n = 2): :math:`E[\nabla_{\mathrm{STGS}} \mid D]`.
 

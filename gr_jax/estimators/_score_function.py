@@ -18,6 +18,7 @@ from gr_jax.estimators._core import (
   _check_tau,
   _compute_dtype,
   _gumbel_max,
+  _public,
 )
 
 # ---------------------------------------------------------------------------
@@ -47,6 +48,7 @@ def categorical_log_prob(logits: Array, sample: Array) -> Array:
   return jnp.sum(jnp.where(sample.astype(bool), log_probs, 0.0), axis=-1)
 
 
+@_public
 def reinforce(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""A one-hot sample that passes no gradient, for the score-function estimator.
 

@@ -18,6 +18,7 @@ from gr_jax.estimators._core import (
   _invalid_rows,
   _one_hot_estimator,
   _perturbed_logits,
+  _public,
   _softmax_vjp,
 )
 
@@ -34,6 +35,7 @@ def _straight_through_backward(key, logits, sample, cotangent, tau):
 _straight_through = _one_hot_estimator(_straight_through_backward)
 
 
+@_public
 def straight_through(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Slope-annealed straight-through estimator (ST).
 
@@ -64,6 +66,7 @@ def straight_through(key: Array, logits: Array, *, tau: float | Array = 1.0) -> 
 # ---------------------------------------------------------------------------
 
 
+@_public
 def gumbel_softmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Gumbel-Softmax / Concrete relaxation (GS), with its ordinary gradient.
 
@@ -115,6 +118,7 @@ def _st_gumbel_softmax_bwd(residuals, cotangent):
 _st_gumbel_softmax.defvjp(_st_gumbel_softmax_fwd, _st_gumbel_softmax_bwd)
 
 
+@_public
 def st_gumbel_softmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   r"""Straight-through Gumbel-Softmax estimator (ST-GS).
 
@@ -128,7 +132,9 @@ def st_gumbel_softmax(key: Array, logits: Array, *, tau: float | Array = 1.0) ->
 
   Args:
     key: a PRNG key. With the same key, ``gumbel_softmax`` returns the relaxed
-      sample ``S_tau`` at the same ``G``, and ``D = onehot(argmax(S_tau))``.
+      sample ``S_tau`` at the same ``G``, and ``D = onehot(argmax(S_tau))`` up to
+      rounding in the logits' dtype (in bfloat16 or float16 the relaxed sample
+      can round to a tie; D itself is the exact argmax of logits + G).
     logits: float array ``[..., n]``; ``-inf`` marks impossible categories.
     tau: temperature > 0, a number or an array broadcastable to
       ``logits.shape[:-1] + (1,)`` (may be traced).
