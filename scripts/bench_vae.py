@@ -7,10 +7,13 @@ ST-GS step + 1.5 x floor. It checks that the train step compiled once. Then
 the wall time of the test evaluation with M = 5000 importance samples on
 ``--eval_images`` images (all 10000 with -1; otherwise the full-split time is
 extrapolated linearly and labelled so). Synthetic images of MNIST's shape.
-``--models`` times the default Concrete model (``concrete``) and the earlier
-ReLU 512/256 one (``relu_mlp``) in the same run.
+``--models`` times the default Concrete model (``concrete``), the earlier
+ReLU 512/256 one (``relu_mlp``) and the two-stochastic-layer Concrete model
+(``two_layer``, 240H~240H~784V) in the same run; with ``concrete`` and
+``two_layer`` both, the two-layer model's time over the one-layer model's is
+printed per row (the target: at most 2.2x for ST-GS and GR-MC100).
 
-  python scripts/bench_vae.py [--repeats=50] [--eval_images=200] [--models=concrete,relu_mlp]
+  python scripts/bench_vae.py [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
 """
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
@@ -22,9 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from configs import vae_16ary, vae_relu_mlp
+from configs import vae_16ary, vae_relu_mlp, vae_two_layer_16ary
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
+from gr_jax import estimators
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
@@ -32,9 +36,15 @@ _REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
 _EVAL_IMAGES = flags.DEFINE_integer(
   "eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000)."
 )
-_MODELS = flags.DEFINE_list("models", ["concrete"], "concrete (the default) and/or relu_mlp.")
+_MODELS = flags.DEFINE_list(
+  "models", ["concrete", "two_layer"], "concrete (the default), relu_mlp and/or two_layer."
+)
 _TEST_SIZE = 10_000
-CONFIGS = {"concrete": vae_16ary.get_config, "relu_mlp": vae_relu_mlp.get_config}
+CONFIGS = {
+  "concrete": vae_16ary.get_config,
+  "relu_mlp": vae_relu_mlp.get_config,
+  "two_layer": vae_two_layer_16ary.get_config,
+}
 
 
 def _median_seconds(fn, repeats):
@@ -48,16 +58,45 @@ def _median_seconds(fn, repeats):
   return statistics.median(times)
 
 
+def _check_flags():
+  """Every flag value is known before anything is timed (one line otherwise)."""
+  unknown = [m for m in _MODELS.value if m not in CONFIGS]
+  if unknown:
+    raise app.UsageError(f"--models: {unknown} unknown; the models are {', '.join(CONFIGS)}.")
+  for name in _ESTIMATORS.value:
+    try:
+      estimators.get(name)
+    except ValueError as e:
+      raise app.UsageError(f"--estimators: {e}") from None
+  try:
+    sizes = [int(b) for b in _BATCH_SIZES.value]
+  except ValueError:
+    sizes = []
+  if not sizes or min(sizes) < 1:
+    raise app.UsageError(f"--batch_sizes must be ints >= 1; got {_BATCH_SIZES.value}.")
+  if _REPEATS.value < 1:
+    raise app.UsageError(f"--repeats must be >= 1; got {_REPEATS.value}.")
+
+
 def main(argv):
   del argv
+  _check_flags()
   rng = np.random.default_rng(0)
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+  times = {}
   for model in _MODELS.value:
     print(f"\nmodel: {model}")
-    bench_model(CONFIGS[model], rng)
+    times[model] = bench_model(CONFIGS[model], rng)
+  if "concrete" in times and "two_layer" in times:
+    print("\ntwo layers / one layer, same run (target <= 2.2x for ST-GS and GR-MC100):")
+    for row, ms in times["two_layer"].items():
+      print(f"  {row}: {ms / times['concrete'][row]:.2f}x")
 
 
-def bench_model(get_config, rng):
+def bench_model(get_config, rng) -> dict[str, float]:
+  """Prints the model's table; returns the ms of each row (``"B=20 st_gs"``, ``"M=5000 per
+  image"``)."""
+  times = {}
   print(
     f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13}"
     f" {'target ms':>10} {'met':>4}"
@@ -81,15 +120,17 @@ def bench_model(get_config, rng):
         jax.block_until_ready(metrics)
 
       ms = 1e3 * _median_seconds(step, _REPEATS.value)
+      times[f"B={batch_size} {name}"] = ms
       compiles = train_step._cache_size()
       row = f"{batch_size:>4} {name:<10} {ms:>9.2f} {1e3 / ms:>8.1f}"
       if name == "st_gs":
         stgs_ms = ms
       elif name.startswith("gr_mc") and stgs_ms is not None:
         k = int(name[5:])
-        floor = jax.jit(
-          lambda key, n=batch_size * 60 * 16 * k: jnp.sum(jax.random.uniform(key, (n,)))
-        )
+        # The uniforms of K samples of every variable of every stochastic layer.
+        layers = len(task.inference_networks)
+        size = batch_size * config.num_vars * config.arity * k * layers
+        floor = jax.jit(lambda key, n=size: jnp.sum(jax.random.uniform(key, (n,))))
         floor_ms = 1e3 * _median_seconds(
           lambda: jax.block_until_ready(floor(jax.random.key(0))), 10
         )
@@ -117,6 +158,7 @@ def bench_model(get_config, rng):
   start = time.perf_counter()
   evaluate()
   seconds = time.perf_counter() - start
+  times["M=5000 per image"] = 1e3 * seconds / images
   if images == _TEST_SIZE:
     print(f"\ntest evaluation, M = 5000, 10000 images: {seconds:.1f} s")
   else:
@@ -124,6 +166,7 @@ def bench_model(get_config, rng):
       f"\ntest evaluation, M = 5000: {seconds:.1f} s for {images} images;"
       f" extrapolated to 10000 images: {seconds * _TEST_SIZE / images:.0f} s"
     )
+  return times
 
 
 if __name__ == "__main__":
