@@ -48,7 +48,7 @@ from gr_jax import diagnostics, estimators, toy_qp
 
 _NAMES = flags.DEFINE_list(
   "estimators",
-  [*estimators.names(num_samples=10), "gr_mc100", "gr_mc1000", "gr_qmc100"],
+  [*estimators.names(num_samples=10, multi_sample=False), "gr_mc100", "gr_mc1000", "gr_qmc100"],
   "Estimator names.",
 )
 _TAUS = flags.DEFINE_list("taus", ["0.5", "1.0"], "Temperatures.")

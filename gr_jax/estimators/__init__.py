@@ -92,13 +92,16 @@ Conventions shared by every estimator:
 The package keeps one private module per family (``_straight_through``:
 ST, GS, ST-GS; ``_gumbel_rao``: GR-MCK, GR-QMC (``_lattice``: its lattice);
 ``_gumbel_rao_exact``: GR-exact; ``_deterministic``:
-ZGR, ReinMax, GST; ``_score_function``: REINFORCE) over ``_core`` (checks, the
+ZGR, ReinMax, GST; ``_score_function``: REINFORCE; ``_multi_sample``: RLOO and
+DisARM, which evaluate the loss several times and return a surrogate) over
+``_core`` (checks, the
 Gumbel-max sample, the softmax VJP, the one-hot ``custom_vjp`` wrapper, which
 every one-hot estimator goes through), and ``_registry`` (names to
 estimators). This module is the public face: import from here.
 """
 
-from gr_jax.estimators._core import MAX_NUM_SAMPLES, Array
+from gr_jax.estimators._core import MAX_NUM_SAMPLES
+from gr_jax.estimators._core import Array as Array  # the type alias, importable, not in __all__
 from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, zgr
 from gr_jax.estimators._gumbel_rao import (
   CHUNK_ELEMENTS,
@@ -109,6 +112,7 @@ from gr_jax.estimators._gumbel_rao import (
 )
 from gr_jax.estimators._gumbel_rao_exact import gumbel_rao_exact
 from gr_jax.estimators._lattice import MAX_LATTICE_POINTS, korobov_vector, lattice_points
+from gr_jax.estimators._multi_sample import disarm, rloo
 from gr_jax.estimators._registry import FAMILIES, VALID_NAMES, Estimator, get, name_patterns, names
 from gr_jax.estimators._score_function import (
   BaselineState,
@@ -132,6 +136,7 @@ __all__ = [
   "VALID_NAMES",
   "categorical_log_prob",
   "conditional_gumbel",
+  "disarm",
   "gapped_straight_through",
   "get",
   "gumbel_rao",
@@ -145,6 +150,7 @@ __all__ = [
   "names",
   "reinforce",
   "reinmax",
+  "rloo",
   "score_function_surrogate",
   "st_gumbel_softmax",
   "straight_through",

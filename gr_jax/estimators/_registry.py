@@ -18,16 +18,18 @@ from gr_jax.estimators._deterministic import gapped_straight_through, reinmax, z
 from gr_jax.estimators._gumbel_rao import gumbel_rao, gumbel_rao_qmc
 from gr_jax.estimators._gumbel_rao_exact import gumbel_rao_exact
 from gr_jax.estimators._lattice import MAX_LATTICE_POINTS
+from gr_jax.estimators._multi_sample import disarm, rloo
 from gr_jax.estimators._score_function import reinforce
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
 
 # The families, as the package's private modules group them.
-FAMILIES = ("straight_through", "gumbel_rao", "deterministic", "score_function")
+FAMILIES = ("straight_through", "gumbel_rao", "deterministic", "score_function", "multi_sample")
 
 
 @dataclasses.dataclass(frozen=True)
 class Estimator:
-  """An estimator chosen by name: call it as ``estimator(key, logits, tau=...)``.
+  """An estimator chosen by name: call it as ``estimator(key, logits, tau=...)`` (the
+  multi-sample family: ``estimator(key, logits, f=f)``, with the loss ``f``).
 
   Equal names give equal, hashable estimators, so an ``Estimator`` can be a
   static argument of ``jax.jit`` without retracing.
@@ -40,7 +42,16 @@ class Estimator:
       pairs (e.g. ``(("num_samples", 100),)`` for "gr_mc100").
     relaxed: True for GS, whose sample is a point of the simplex.
     score_function: True for REINFORCE: add :func:`score_function_surrogate`.
-    binary_only: True for estimators of two-category variables (gr_exact).
+    binary_only: True for estimators of two-category variables (gr_exact,
+      disarm).
+    multi_sample: True for the estimators that evaluate the loss ``f``
+      themselves, several times (RLOO, DisARM): they return a surrogate.
+    loss_evaluations: evaluations of the loss per step (1 for the
+      single-evaluation estimators, K for RLOO-K, 2 for DisARM): the cost to
+      compare estimators at.
+    conditional_samples: conditional samples per variable the backward pass
+      draws (K for GR-MCK and GR-QMCK; 0 for the others: GR-exact integrates
+      exactly).
   """
 
   name: str
@@ -50,6 +61,9 @@ class Estimator:
   relaxed: bool = False
   score_function: bool = False
   binary_only: bool = False
+  multi_sample: bool = False
+  loss_evaluations: int = 1
+  conditional_samples: int = 0
 
   @property
   def one_hot(self) -> bool:
@@ -59,7 +73,7 @@ class Estimator:
   @property
   def straight_through(self) -> bool:
     """True when the sample itself carries the gradient (one-hot forward, custom backward)."""
-    return self.one_hot and not self.score_function
+    return self.one_hot and not self.score_function and not self.multi_sample
 
   def __post_init__(self):
     # help(get(name)) shows the estimator function's documentation.
@@ -70,8 +84,15 @@ class Estimator:
   def __repr__(self) -> str:
     return f"estimators.get({self.name!r})"
 
-  def __call__(self, key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
-    return self.fn(key, logits, tau=tau, **dict(self.options))
+  def __call__(self, key: Array, logits: Array, *, tau: float | Array = 1.0, **kwargs) -> Array:
+    """The estimator at ``(key, logits)``; ``kwargs``: the multi-sample family's ``f`` (and
+    ``has_aux``)."""
+    if self.multi_sample and "f" not in kwargs:
+      raise ValueError(
+        f"estimator {self.name!r} evaluates the loss itself: call it with f=, the loss of a"
+        " one-hot sample (estimator(key, logits, f=f))."
+      )
+    return self.fn(key, logits, tau=tau, **dict(self.options), **kwargs)
 
 
 _FIXED = (
@@ -84,6 +105,9 @@ _FIXED = (
   Estimator("gst", gapped_straight_through, "deterministic", options=(("gap", 1.0),)),
   Estimator("gst_p", gapped_straight_through, "deterministic", options=(("gap", "p"),)),
   Estimator("reinforce", reinforce, "score_function", score_function=True),
+  Estimator(
+    "disarm", disarm, "multi_sample", binary_only=True, multi_sample=True, loss_evaluations=2
+  ),
 )
 _BY_NAME = {estimator.name: estimator for estimator in _FIXED}
 
@@ -98,6 +122,9 @@ class _CountedFamily:
   max_samples: int
   suffix: str = ""
   options: tuple[tuple[str, Any], ...] = ()
+  min_samples: int = 1
+  # What K counts: the loss evaluations of a step (RLOO) or the backward's conditional samples.
+  counts: str = "conditional_samples"
 
   @property
   def pattern(self) -> str:
@@ -112,11 +139,22 @@ class _CountedFamily:
 
   def estimator(self, num_samples: int) -> Estimator:
     options = tuple(sorted((("num_samples", num_samples), *self.options)))
-    return Estimator(self.name(num_samples), self.fn, self.family, options=options)
+    multi_sample = self.counts == "loss_evaluations"
+    return Estimator(
+      self.name(num_samples),
+      self.fn,
+      self.family,
+      options=options,
+      multi_sample=multi_sample,
+      **{self.counts: num_samples},
+    )
 
 
 _COUNTED = (
   _CountedFamily("gr_mc", gumbel_rao, "gumbel_rao", MAX_NUM_SAMPLES),
+  _CountedFamily(
+    "rloo", rloo, "multi_sample", MAX_NUM_SAMPLES, min_samples=2, counts="loss_evaluations"
+  ),
   _CountedFamily("gr_qmc", gumbel_rao_qmc, "gumbel_rao", MAX_LATTICE_POINTS),
   _CountedFamily(
     "gr_qmc",
@@ -128,8 +166,22 @@ _COUNTED = (
   ),
 )
 
-# The registry's order: the fixed names with the counted families after "gs".
-_ORDER = ("st", "st_gs", "gs", *_COUNTED, "gr_exact", "zgr", "reinmax", "gst", "gst_p", "reinforce")
+# The registry's order: the fixed names with the counted families after "gs" (RLOO beside DisARM).
+_ORDER = (
+  "st",
+  "st_gs",
+  "gs",
+  _COUNTED[0],
+  *_COUNTED[2:],
+  "gr_exact",
+  "zgr",
+  "reinmax",
+  "gst",
+  "gst_p",
+  "reinforce",
+  _COUNTED[1],
+  "disarm",
+)
 
 
 def names(*, num_samples: int = 100, **properties) -> tuple[str, ...]:
@@ -174,7 +226,8 @@ def get(name: str) -> Estimator:
       :func:`gumbel_rao` with ``num_samples=100``), "gr_qmc<K>"
       (:func:`gumbel_rao_qmc`), "gr_qmc<K>_no_tent" (the same without the
       tent transform), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
-      "gst_p" (GST-p) or "reinforce"; :func:`names` lists them.
+      "gst_p" (GST-p), "reinforce", "rloo<K>" (:func:`rloo`, K >= 2) or
+      "disarm"; :func:`names` lists them.
 
   Returns:
     An :class:`Estimator`; equal names give equal estimators.
@@ -191,6 +244,11 @@ def get(name: str) -> Estimator:
         raise ValueError(
           f"estimator {name!r}: K = {num_samples} is more than {family.pattern} allows"
           f" (K <= {family.max_samples})."
+        )
+      if num_samples is not None and num_samples < family.min_samples:
+        raise ValueError(
+          f"estimator {name!r}: K = {num_samples} is fewer than {family.pattern} allows"
+          f" (K >= {family.min_samples}: each sample's baseline is the mean of the others)."
         )
       if num_samples is not None:
         return family.estimator(num_samples)

@@ -16,9 +16,10 @@ from scipy import stats
 from gr_jax import estimators
 from tests.estimators.reference import LOGITS, softmax_np
 
-# Every registered estimator, with K = 10 in the counted families, plus counts that
-# exercise the one-sample and the several-chunk cases of the GR backward pass.
-NAMES = [*estimators.names(num_samples=10), "gr_mc1", "gr_mc1000"]
+# Every registered single-evaluation estimator, with K = 10 in the counted families, plus counts
+# that exercise the one-sample and the several-chunk cases of the GR backward pass (the
+# multi-sample family, which takes the loss itself: tests/estimators/test_multi_sample.py).
+NAMES = [*estimators.names(num_samples=10, multi_sample=False), "gr_mc1", "gr_mc1000"]
 
 
 def _categories(estimator, n):

@@ -48,7 +48,7 @@ def test_names_are_accepted_by_get_and_filter_on_properties():
   assert estimators.names(family="deterministic") == ("zgr", "reinmax", "gst", "gst_p")
   assert "gs" not in estimators.names(straight_through=True)
   assert "reinforce" not in estimators.names(straight_through=True)
-  assert estimators.names(binary_only=True) == ("gr_exact",)
+  assert estimators.names(binary_only=True) == ("gr_exact", "disarm")
   assert {estimators.get(n).family for n in estimators.names()} == set(estimators.FAMILIES)
   with pytest.raises(ValueError, match="unknown property 'colour'"):
     estimators.names(colour="red")

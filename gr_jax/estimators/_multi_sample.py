@@ -1,0 +1,185 @@
+r"""Unbiased multi-sample estimators: REINFORCE leave-one-out (RLOO) and DisARM.
+
+They evaluate the loss several times per step, so they take the loss ``f``
+itself, and return a surrogate in the form of the paper's Appendix A-B: its
+value is the mean of ``f`` over the evaluations, and its gradient is the
+estimator (with respect to the logits) plus the ordinary pathwise gradient of
+``f`` (with respect to any parameter inside ``f``), averaged over the
+evaluations.
+
+``f`` maps a one-hot sample shaped like ``logits`` (``[..., m, n]``: a batch
+of examples, each with m variables of n categories) to one value per example
+(``logits.shape[:-2]``); the variables of an example interact freely inside
+``f``. Samples are exact one-hot arrays with no gradient.
+
+Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from gr_jax.estimators._core import (
+  Array,
+  _check_logits,
+  _check_num_samples,
+  _check_tau,
+  _gumbel_max,
+  _public,
+)
+from gr_jax.estimators._score_function import categorical_log_prob
+
+
+def _check_variables(logits: Array, name: str) -> None:
+  if logits.ndim < 2:
+    raise ValueError(
+      f"{name} needs logits of shape [..., m, n] (a batch of examples, each with m variables of"
+      f" n categories); got shape {logits.shape}."
+    )
+
+
+def _evaluate(f: Callable, samples: Array, batch_shape, has_aux: bool, name: str):
+  """``f`` at each sample ``[K, ...]`` (vmapped), its values ``[K, *batch]`` checked for shape."""
+  out = jax.vmap(f)(samples)
+  values, aux = out if has_aux else (out, None)
+  if getattr(values, "shape", None) != (samples.shape[0], *batch_shape):
+    raise ValueError(
+      f"{name}: f must return one value per example, shape {tuple(batch_shape)}"
+      f" (logits.shape[:-2]); it returned shape {getattr(values, 'shape', type(values))[1:]}"
+      f" for a sample of shape {samples.shape[1:]}."
+    )
+  return values, aux
+
+
+def _surrogate(values: Array, score: Array) -> Array:
+  """Value: the mean of ``values`` over their first axis; gradient: theirs plus ``score``'s."""
+  return jnp.mean(values, axis=0) + score - jax.lax.stop_gradient(score)
+
+
+@_public
+def rloo(
+  key: Array,
+  logits: Array,
+  f: Callable[[Array], Array],
+  *,
+  num_samples: int = 2,
+  tau: float | Array = 1.0,
+  has_aux: bool = False,
+):
+  r"""REINFORCE leave-one-out (RLOO; Kool et al. 2019, "Buy 4 REINFORCE samples").
+
+  K independent samples :math:`D^k \sim \mathrm{Categorical}(\mathrm{softmax}
+  \theta)` (every variable of every example), ``f`` evaluated at each
+  (vmapped), and each sample's score weighted by its loss minus the mean of the
+  other K - 1:
+
+  .. math::
+    \hat\nabla_\theta = \frac{1}{K} \sum_{k=1}^{K} \Big(f(D^k) - \frac{1}{K - 1}
+      \sum_{j \ne k} f(D^j)\Big) \nabla_\theta \log q_\theta(D^k),
+
+  unbiased for :math:`\nabla_\theta E[f(D)]` (each baseline is independent of
+  its sample). The surrogate's value is :math:`\frac1K \sum_k f(D^k)`.
+
+  Args:
+    key: a PRNG key; sample k is the Gumbel-max sample of ``fold_in(key, k)``.
+    logits: float array ``[..., m, n]``; ``-inf`` marks impossible categories.
+    f: ``sample [..., m, n] -> [...]`` (one value per example); with
+      ``has_aux``, ``(values, aux)``.
+    num_samples: K >= 2, the loss evaluations per step.
+    tau: accepted for a uniform signature (checked, unused).
+    has_aux: ``f`` returns ``(values, aux)``; the aux of every sample is
+      returned, stacked on a leading K axis.
+
+  Returns:
+    The surrogate ``[...]`` (and, with ``has_aux``, the stacked aux).
+  """
+  _check_logits(logits)
+  _check_tau(tau, logits)
+  _check_variables(logits, "rloo")
+  _check_num_samples(num_samples)
+  if num_samples < 2:
+    raise ValueError(
+      f"rloo needs num_samples >= 2 (each sample's baseline is the mean of the others); got"
+      f" num_samples={num_samples}."
+    )
+  keys = jax.vmap(lambda k: jax.random.fold_in(key, k))(jnp.arange(num_samples))
+  samples = jax.vmap(lambda k: jax.lax.stop_gradient(_gumbel_max(k, logits)[1]))(keys)
+  batch_shape = logits.shape[:-2]
+  values, aux = _evaluate(f, samples, batch_shape, has_aux, "rloo")
+  fixed = jax.lax.stop_gradient(values)  # [K, ...]
+  leave_one_out = (jnp.sum(fixed, axis=0) - fixed) / (num_samples - 1)
+  log_q = jax.vmap(lambda d: jnp.sum(categorical_log_prob(logits, d), axis=-1))(samples)
+  score = jnp.mean((fixed - leave_one_out) * log_q, axis=0)
+  surrogate = _surrogate(values, score)
+  return (surrogate, aux) if has_aux else surrogate
+
+
+@_public
+def disarm(
+  key: Array,
+  logits: Array,
+  f: Callable[[Array], Array],
+  *,
+  tau: float | Array = 1.0,
+  has_aux: bool = False,
+):
+  r"""DisARM (Dong, Mnih & Tucker, NeurIPS 2020) for binary variables: an antithetic pair.
+
+  With :math:`\alpha = \theta_1 - \theta_0` each variable's Bernoulli logit
+  (category 1 is "b = 1") and one uniform :math:`u` per variable, the pair
+  :math:`b = 1[u > 1 - \sigma(\alpha)]`, :math:`\tilde b = 1[u < \sigma(\alpha)]`
+  (each marginally Bernoulli(:math:`\sigma(\alpha)`)), ``f`` evaluated at both,
+  and per variable
+
+  .. math::
+    \hat\nabla_{\alpha} = \tfrac12 \big(f(b) - f(\tilde b)\big)
+      (-1)^{\tilde b}\, 1[b \ne \tilde b]\, \sigma(|\alpha|),
+
+  unbiased for :math:`\nabla_\alpha E[f(b)]` (the multi-dimensional case of
+  their paper, section 4); the gradient with respect to the two logits is
+  :math:`(-\hat\nabla_\alpha, \hat\nabla_\alpha)`. The surrogate's value is
+  :math:`\frac12 (f(b) + f(\tilde b))`.
+
+  Args:
+    key: a PRNG key (the uniforms: ``jax.random.uniform(key, logits.shape[:-1])``).
+    logits: float array ``[..., m, 2]``; ``-inf`` marks an impossible category.
+    f: ``sample [..., m, 2] -> [...]`` (one value per example); with
+      ``has_aux``, ``(values, aux)``.
+    tau: accepted for a uniform signature (checked, unused).
+    has_aux: ``f`` returns ``(values, aux)``; both evaluations' aux are
+      returned, stacked on a leading axis of 2 (b, then b~).
+
+  Returns:
+    The surrogate ``[...]`` (and, with ``has_aux``, the stacked aux).
+
+  Raises:
+    ValueError: unless the variables are binary (``logits.shape[-1] == 2``).
+  """
+  _check_logits(logits)
+  if logits.shape[-1] != 2:
+    raise ValueError(
+      "disarm needs binary variables: logits.shape[-1] must be 2; got shape"
+      f" {logits.shape}. Use rloo for n > 2."
+    )
+  _check_tau(tau, logits)
+  _check_variables(logits, "disarm")
+  alpha = logits[..., 1] - logits[..., 0]  # [..., m]
+  fixed_alpha = jax.lax.stop_gradient(alpha)
+  probability = jax.nn.sigmoid(fixed_alpha)
+  u = jax.random.uniform(key, alpha.shape, alpha.dtype)
+  b = (u > 1.0 - probability).astype(logits.dtype)
+  b_tilde = (u < probability).astype(logits.dtype)
+  one_hot = lambda bits: jnp.stack([1.0 - bits, bits], axis=-1)  # noqa: E731
+  samples = jnp.stack([one_hot(b), one_hot(b_tilde)])  # [2, ..., m, 2]
+  values, aux = _evaluate(f, samples, logits.shape[:-2], has_aux, "disarm")
+  fixed = jax.lax.stop_gradient(values)
+  difference = (0.5 * (fixed[0] - fixed[1]))[..., None]  # [..., 1]
+  factor = jnp.where(b != b_tilde, jnp.where(b_tilde > 0, -1.0, 1.0), 0.0)
+  gradient = difference * factor * jax.nn.sigmoid(jnp.abs(fixed_alpha))  # [..., m]
+  # A masked category makes alpha infinite; its variable is deterministic (b = b~, no gradient).
+  score = jnp.sum(gradient * jnp.where(jnp.isfinite(alpha), alpha, 0.0), axis=-1)
+  surrogate = _surrogate(values, score)
+  return (surrogate, aux) if has_aux else surrogate
