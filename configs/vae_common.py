@@ -11,9 +11,12 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.experiment = "vae"
   # Data: a directory with binarized_mnist.npz or the .amat files; "" = then
   # $GR_JAX_DATA/binarized_mnist, the cache, and (download=True) a verified download.
-  config.dataset = "binarized_mnist"  # or "synthetic" (tests)
+  config.dataset = "binarized_mnist"  # fashion_mnist, mnist (grey); synthetic[_grey] (tests)
   config.data_dir = ""
   config.download = True
+  # Grey-scale datasets: "dynamic" (a fresh Bernoulli draw of every training pixel at each use, the
+  # DisARM protocol's) or "fixed" (once, seeded); binary datasets (binarized_mnist): "fixed".
+  config.binarization = "fixed"
   # Model, by name (experiments/vae/models.py): "concrete", the Concrete paper's 240H~784V
   # (Maddison et al. 2017, section 5.1 and appendix D), each choice one field below;
   # "relu_mlp", the earlier ReLU 512/256 model (configs/vae_relu_mlp.py sets its choices);
@@ -43,7 +46,10 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.tau_decay_rate = 1e-4
   config.tau_decay_every = 500
   config.baseline_decay = 0.99  # REINFORCE's running-mean baseline
-  # Optimization: SGD with momentum.
+  # Optimization: "sgd_momentum" (the paper's), or "adam" (the DisARM protocol's: Adam for the
+  # networks at learning_rate, SGD for the prior's logits at prior_learning_rate).
+  config.optimizer = "sgd_momentum"
+  config.prior_learning_rate = 0.01
   config.batch_size = 20
   config.num_steps = 50_000
   config.learning_rate = 1e-3
@@ -69,6 +75,7 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   # only the selected member is then evaluated with num_eval_samples.
   config.selection_eval_samples = 0
   config.num_eval_examples = -1  # -1 = the whole split
+  config.extra_test_samples = ()  # further test bounds, one per IWAE M (e.g. (1000,))
   config.eval_batch_size = 100
   config.iwae_chunk_size = 100
   return config
@@ -81,4 +88,40 @@ def two_layer_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.model = "concrete_two_layer"
   config.upper_encoder_widths = (240, 240)  # q(h2 | h1)'s "~"
   config.upper_decoder_widths = (240, 240)  # p(h1 | h2)'s "~"
+  return config
+
+
+# The dataset argument of the Bernoulli configs, and the binarization each takes.
+BERNOULLI_DATASETS = {"fashion_mnist": "dynamic", "mnist": "dynamic", "binarized_mnist": "fixed"}
+
+
+def bernoulli_config(model: str, dataset: str) -> ml_collections.ConfigDict:
+  """The DisARM protocol's Bernoulli VAE (google-research disarm/binary): 200 binary latents, Adam
+  1e-4 for the networks and SGD 1e-2 for the prior's logits, batch 50, 10^6 steps, the input
+  demeaned and the output bias at the data's log-odds, a 100-sample test bound."""
+  if dataset not in BERNOULLI_DATASETS:
+    raise ValueError(f"dataset must be one of {tuple(BERNOULLI_DATASETS)}; got {dataset!r}.")
+  config = vae_config(arity=2, num_vars=200)
+  config.model = model
+  config.dataset = dataset
+  config.binarization = BERNOULLI_DATASETS[dataset]
+  config.encoder_widths = (200, 200) if model == "bernoulli_nonlinear" else ()
+  config.decoder_widths = (200, 200) if model == "bernoulli_nonlinear" else ()
+  config.activation = "leaky_relu"  # slope 0.3 (Keras' default)
+  config.center_inputs = "pixel_means"  # demean_input
+  config.estimator = "disarm"
+  config.tau = 1.0  # the relaxation-based estimators' temperature (none is searched here)
+  config.optimizer = "adam"
+  config.learning_rate = 1e-4
+  config.prior_learning_rate = 1e-2
+  config.momentum = 0.0  # unused by Adam
+  config.batch_size = 50
+  config.num_steps = 1_000_000
+  config.steps_per_call = 1000
+  config.log_every = 1000
+  config.checkpoint_every = 10_000
+  config.eval_every = 0
+  config.variance_every = 10_000
+  config.num_eval_samples = 100  # the protocol's test bound
+  config.extra_test_samples = (1000,)
   return config

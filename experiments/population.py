@@ -106,6 +106,9 @@ class Task:
     num_steps: the run's length.
     records: ``size -> dict of arrays [size, ...]`` the experiment's evaluators
       keep in the checkpointed state (e.g. the best validation epoch), or None.
+    prepare_batch: ``(batch, key) -> batch``, pure: random draws of a step's
+      batch (dynamic binarization), from the member's ``rng.Stream.DATA_DRAWS``
+      at that step; or None.
   """
 
   init_member: Callable[..., Any]
@@ -114,6 +117,7 @@ class Task:
   batch_size: int
   num_steps: int
   records: Callable[[int], dict] | None = None
+  prepare_batch: Callable[[Any, jax.Array], Any] | None = None
 
   @property
   def num_examples(self) -> int:
@@ -240,6 +244,7 @@ class Trainer:
     per_epoch, batch_size = task.steps_per_epoch, task.batch_size
     data_key = rng.member_key(seed, rng.Stream.DATA_ORDER)
     train_key = rng.member_key(seed, rng.Stream.TRAIN)
+    draws_key = rng.member_key(seed, rng.Stream.DATA_DRAWS)
     permutation = lambda epoch: jax.random.permutation(
       jax.random.fold_in(data_key, epoch), task.num_examples
     )
@@ -254,6 +259,8 @@ class Trainer:
       if self.data_parallel:
         rows = jax.lax.with_sharding_constraint(rows, NamedSharding(self.mesh, PartitionSpec(AXIS)))
       batch = jax.tree.map(lambda a: jnp.take(a, rows, axis=0), train_data)
+      if task.prepare_batch is not None:
+        batch = task.prepare_batch(batch, jax.random.fold_in(draws_key, step))
       new, metrics = task.train_step(
         member, hyperparameters, batch, jax.random.fold_in(train_key, step), step
       )

@@ -20,6 +20,7 @@ class Stream(enum.IntEnum):
   DATA_ORDER = 2  # the epoch's permutation of the training set: then fold_in(epoch)
   EVALUATION = 3  # the IWAE samples: then fold_in(Evaluation or step), fold_in(first image)
   GRADIENT_STATISTICS = 4  # the gradient-variance and MSE draws: then fold_in(step)
+  DATA_DRAWS = 5  # random draws of the training batches (dynamic binarization): then fold_in(step)
 
 
 class Evaluation(enum.IntEnum):
@@ -30,6 +31,12 @@ class Evaluation(enum.IntEnum):
   FINAL_TEST = -2
   SELECTED_VALID = -3  # the selected member again, with more samples
   SELECTED_TEST = -4
+
+
+def extra_test(num_samples: int) -> int:
+  """The evaluation id of the test bound with ``num_samples`` beyond the main one (below every
+  Evaluation, one per M)."""
+  return -1000 - num_samples
 
 
 def member_key(seed, stream: Stream) -> jax.Array:

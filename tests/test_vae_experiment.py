@@ -20,7 +20,7 @@ from experiments.vae import experiment as vae
 from experiments.vae.evaluation import Scorer
 from experiments.vae.task import VAETask
 from gr_jax.models import vae as vae_model
-from tests.cli import ROOT, run_main
+from tests.cli import ROOT, main_command, run_main
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
@@ -115,6 +115,18 @@ def test_exponential_tau_schedule(tmp_path):
 
 # The two-layer model's own fields, tiny like TINY's.
 TWO_LAYER = ("upper_encoder_widths=(32,)", "upper_decoder_widths=(32,)")
+# The Bernoulli models (their widths are their names'): dynamically binarized grey images.
+BERNOULLI = (
+  "dataset=synthetic_grey",
+  "batch_size=10",
+  *(s for s in TINY if not s.startswith(("dataset", "encoder_widths", "decoder_widths"))),
+)
+
+
+def _settings(config: str) -> tuple[str, ...]:
+  if "bernoulli" in config:
+    return BERNOULLI
+  return (*TINY, *(TWO_LAYER if "two_layer" in config else ()))
 
 
 @pytest.mark.parametrize(
@@ -124,11 +136,15 @@ TWO_LAYER = ("upper_encoder_widths=(32,)", "upper_decoder_widths=(32,)")
     ("configs/vae_16ary.py", "reinforce"),
     ("configs/vae_two_layer_4ary.py", "gr_mc10"),
     ("configs/vae_two_layer_4ary.py", "reinforce"),
+    ("configs/bernoulli_vae_linear.py", "disarm"),
+    ("configs/bernoulli_vae_nonlinear.py", "rloo2"),
   ],
 )
 def test_resumed_run_equals_uninterrupted_run(tmp_path, config, estimator):
+  """Also with dynamic binarization (the Bernoulli configs): the resumed run draws the training
+  pixels the uninterrupted one drew."""
   whole, parts = tmp_path / "whole", tmp_path / "parts"
-  settings = (*TINY, *(TWO_LAYER if "two_layer" in config else ()), f"estimator={estimator}")
+  settings = (*_settings(config), f"estimator={estimator}")
   run_main(config, whole, *settings, "num_steps=6")
   # The interrupted run: stopped after step 4 (its last checkpoint), started again.
   run_main(config, parts, *settings, "num_steps=4")
@@ -141,6 +157,9 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, config, estimator):
   assert np.abs(whole_members["params"]["prior_logits"]).max() > 0  # the prior has trained
   # Every inference input's running average (the image's; the two-layer model's h1 too) has moved.
   assert all(np.abs(mean).max() > 0 for mean in jax.tree.leaves(whole_members["input_mean"]))
+  assert json.loads((whole / "config.json").read_text())["binarization"] == (
+    "dynamic" if "bernoulli" in config else "fixed"
+  )
   assert len(jax.tree.leaves(whole_members["input_mean"])) == (2 if "two_layer" in config else 1)
   for a, b in zip(jax.tree.leaves(whole_members), jax.tree.leaves(parts_members), strict=True):
     np.testing.assert_array_equal(a, b)
@@ -176,6 +195,29 @@ def test_bad_config_values_name_the_field(tmp_path, override, field):
   with pytest.raises(config_checks.ConfigError, match=field.replace(".", r"\.")):
     vae.train_and_evaluate(config, str(tmp_path))
   assert not (tmp_path / "checkpoints").exists()  # stopped before any compute
+
+
+def test_missing_fashion_mnist_offline_and_binary_data_made_dynamic_are_one_line(tmp_path):
+  env = {**os.environ, "GR_JAX_DATA": str(tmp_path / "nowhere")}
+  missing = subprocess.run(
+    main_command("configs/bernoulli_vae_linear.py", tmp_path / "a", "download=False"),
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert missing.returncode == 1 and "Traceback" not in missing.stderr
+  assert missing.stderr.strip().splitlines()[-1].startswith(
+    "error: Fashion-MNIST not found: looked for train-images-idx3-ubyte[.gz] and"
+  )
+  binary = run_main(
+    "configs/bernoulli_vae_linear.py", tmp_path / "b", "dataset=binarized_mnist", check=False
+  )
+  assert binary.returncode == 1 and binary.stderr.strip().splitlines()[-1].startswith(
+    "error: config.binarization must be 'fixed' for 'binarized_mnist'"
+  )
+  assert not (tmp_path / "b" / "checkpoints").exists()
 
 
 def test_a_zero_width_is_one_line_naming_the_field(tmp_path):
@@ -653,7 +695,9 @@ def test_a_diverged_member_is_written_as_strict_json(tmp_path):
   diverged = results["members"][1]
   assert diverged["diverged_at_step"] in (1, 2) and results["selected_member"] == 0
   records = [strict(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-  assert any(r.get("member") == 1 and r["split"] == "train" and r["bound"] is None for r in records)
+  assert any(
+    r.get("member") == 1 and r["split"] == "train" and r["neg_elbo"] is None for r in records
+  )
 
 
 def test_an_interrupted_final_evaluation_leaves_no_duplicate_lines(tmp_path):
@@ -829,9 +873,12 @@ def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
   scalars, texts = _tensorboard_scalars(tmp_path / "tensorboard" / "member_0")
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   train = {r["step"]: r for r in records if r["split"] == "train"}
-  assert sorted(train) == sorted(scalars["train/bound"]) == [2, 4]
+  assert sorted(train) == sorted(scalars["train/neg_elbo"]) == [2, 4]
   for step in (2, 4):
-    assert scalars["train/bound"][step] == pytest.approx(train[step]["bound"], rel=1e-6)
+    # One sign for every bound: the training curve is the negative ELBO (nats, > 0), on the axis
+    # of the final NLL bounds.
+    assert scalars["train/neg_elbo"][step] == pytest.approx(train[step]["neg_elbo"], rel=1e-6)
+    assert train[step]["neg_elbo"] > 0
   assert (
     sorted(scalars["valid/nll"]) == [2] and "valid/num_samples" not in scalars
   )  # not at the last step
@@ -857,11 +904,11 @@ def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
     "estimator=st_gs",
   )
   single = {
-    r["step"]: r["bound"]
+    r["step"]: r["neg_elbo"]
     for r in map(json.loads, (every_step / "metrics.jsonl").read_text().splitlines())
-    if r["split"] == "train"
+    if r["split"] == "train" and "neg_elbo" in r
   }
-  assert train[4]["bound"] == pytest.approx((single[3] + single[4]) / 2, rel=1e-6)
+  assert train[4]["neg_elbo"] == pytest.approx((single[3] + single[4]) / 2, rel=1e-6)
 
 
 def test_a_one_layer_run_and_a_two_layer_config_do_not_mix(tmp_path):

@@ -1,11 +1,23 @@
 """Tests of experiments/vae/models.py: the VAE experiment's models by name, and their fields."""
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from flax import nnx
 
-from configs import vae_16ary, vae_relu_mlp, vae_two_layer_16ary
+from configs import (
+  bernoulli_vae_linear,
+  bernoulli_vae_nonlinear,
+  vae_16ary,
+  vae_relu_mlp,
+  vae_two_layer_16ary,
+)
 from experiments import config_checks, workdir
+from experiments.vae import experiment as vae_experiment
 from experiments.vae import models
+from experiments.vae.task import VAETask
+from gr_jax import estimators
 from gr_jax.models import vae
 
 
@@ -66,3 +78,56 @@ def test_a_run_saved_before_models_had_names_resumes_with_the_named_model():
   assert workdir.differing_fields(
     saved, {**new, "model": "another"}, added_fields=models.ADDED_FIELDS
   ) == ["model"]
+
+
+@pytest.mark.parametrize("config_module", [bernoulli_vae_linear, bernoulli_vae_nonlinear])
+def test_the_bernoulli_models_are_the_protocols(config_module):
+  """One logit alpha per latent (the one-hot logits (0, alpha)), the decoder's input 2b - 1, the
+  prior's logits (0, prior); linear: one dense map each way; the choices their names fix."""
+  config = config_module.get_config()
+  entry = models.check(config)
+  model = models.build(config, nnx.Rngs(0))
+  assert isinstance(model, vae.BernoulliVAE)
+  layers = len(model.encoder.layers)
+  assert layers == (1 if config.model == "bernoulli_linear" else 3)
+  x = jax.numpy.ones((2, 784))
+  logits = model.encode(x)
+  np.testing.assert_array_equal(logits[..., 0], 0.0)
+  np.testing.assert_array_equal(logits[..., 1], model.encoder(x))
+  b = jax.nn.one_hot(jax.numpy.array([[0, 1] * 100]), 2)
+  np.testing.assert_allclose(model.decode(b), model.decoder(2.0 * b[..., 1] - 1.0), rtol=1e-6)
+  assert model.prior_logits.get_value().shape == (200,)
+  other = {tuple: (7,), str: "another", int: 4}
+  for field, value in entry.required.items():
+    config[field] = other[type(value)]
+    with pytest.raises(config_checks.ConfigError, match=rf"^config\.{field} must be"):
+      models.check(config)
+    config = config_module.get_config()
+
+
+def test_adam_for_the_networks_and_sgd_for_the_prior():
+  """optimizer="adam": one step moves the prior's logits by -prior_learning_rate x gradient (plain
+  SGD) and every network weight by about -learning_rate (Adam's first step: lr g / (|g| + eps))."""
+  config = bernoulli_vae_linear.get_config()
+  config.dataset = "synthetic_grey"
+  task = VAETask(config, estimators.get("st_gs"), np.full(784, 0.3))
+  hyper = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyper, 0)
+  x = jnp.asarray(np.random.default_rng(0).random((50, 784)) < 0.3, jnp.float32)
+  grads = jax.grad(lambda p: task.loss(p, x, jax.random.key(1), 0.0, 1.0, member["input_mean"])[0])(
+    member["params"]
+  )
+  after, _ = task.train_step(member, hyper, x, jax.random.key(1), 1)
+  prior_step = after["params"]["prior_logits"] - member["params"]["prior_logits"]
+  np.testing.assert_allclose(prior_step, -1e-2 * grads["prior_logits"], rtol=1e-5, atol=1e-9)
+  kernel = member["params"]["encoder"]["layers"][0]["kernel"]
+  kernel_step = after["params"]["encoder"]["layers"][0]["kernel"] - kernel
+  moved = np.abs(np.asarray(grads["encoder"]["layers"][0]["kernel"])) > 1e-3
+  np.testing.assert_allclose(np.abs(kernel_step)[moved], 1e-4, rtol=1e-3)
+
+
+def test_multi_sample_estimators_are_refused_on_the_two_layer_model():
+  config = vae_two_layer_16ary.get_config()
+  config.estimator = "rloo2"
+  with pytest.raises(config_checks.ConfigError, match=r"^config\.estimator 'rloo2' samples one"):
+    vae_experiment.validate(config)

@@ -122,18 +122,21 @@ class FinalEvaluationEstimate:
   members."""
 
   def __init__(self, config: ConfigDict, size: int, valid, test, run: population.Run):
-    self.config, self.size, self.images, self.run = config, size, len(valid) + len(test), run
+    self.config, self.size, self.run = config, size, run
+    self.images, self.test_images = len(valid) + len(test), len(test)
 
   def __call__(self, seconds: float, num_images: int, num_samples: int) -> None:
     per_sample = seconds / (num_images * num_samples * self.size)
     samples = selection_samples(self.config)
     num_eval_samples = self.config.num_eval_samples
     per_image = self.size * samples + (num_eval_samples if samples != num_eval_samples else 0)
-    self.run.progress.final_seconds = per_sample * self.images * per_image
+    extra = self.size * sum(self.config.extra_test_samples) * self.test_images
+    self.run.progress.final_seconds = per_sample * (self.images * per_image + extra)
 
 
 def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[dict]:
-  """The ``members`` reports: every member's IWAE bounds on valid and test.
+  """The ``members`` reports: every member's IWAE bounds on valid and test (and on test with each
+  M of ``extra_test_samples``: ``test_nll_M<M>``).
 
   With ``selection_eval_samples`` (and several members) every member is scored
   with that M, and the one best on validation is evaluated again with
@@ -158,6 +161,17 @@ def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[di
     run.write(
       run.last_step, split, {"nll": nll[split], "num_samples": np.full(size, samples)}, final=True
     )
+  extra = {}
+  for num_samples in config.extra_test_samples:
+    extra[num_samples] = scorer.nll(
+      state, test, rng.extra_test(num_samples), num_samples, f"test, M={num_samples}"
+    )
+    run.write(
+      run.last_step,
+      "test",
+      {"nll": extra[num_samples], "num_samples": np.full(size, num_samples)},
+      final=True,
+    )
   diverged_at = population.to_host(state["diverged_at"])
   reports = [
     reporting.member_report(
@@ -165,6 +179,7 @@ def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[di
       {
         "valid_nll": float(nll["valid"][i]),
         "test_nll": float(nll["test"][i]),
+        **{f"test_nll_M{m}": float(values[i]) for m, values in extra.items()},
         "final_tau": float(scorer.task.tau_at(member.hyperparameters["tau"], run.last_step)),
       },
       int(diverged_at[i]),

@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import time
 
-import jax.numpy as jnp
 import numpy as np
 from ml_collections import ConfigDict
 
 from experiments import config_checks, driver, population, rng, search, workdir
-from experiments.vae import evaluation, models
-from experiments.vae.task import VAETask
-from gr_jax import data as datasets
+from experiments.vae import data, evaluation, models
+from experiments.vae.task import OPTIMIZERS, VAETask
 from gr_jax import estimators
-from gr_jax.data import mnist
+from gr_jax.data import idx_images
 from gr_jax.models import vae
 
-DATASETS = ("binarized_mnist", "synthetic")
 OUTPUT_BIASES = ("zeros", "data_log_odds")
 
 
@@ -43,9 +40,32 @@ def validate(config: ConfigDict) -> estimators.Estimator:
       f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
     ) from None
   config_checks.require_int(config, "num_vars", minimum=1)
-  models.check(config)
+  entry = models.check(config)
+  if estimator.multi_sample and not entry.multi_sample:
+    raise config_checks.ConfigError(
+      f"config.estimator {config.estimator!r} samples one stochastic layer; model"
+      f" {config.model!r} has two: use a single-evaluation estimator"
+      f" ({', '.join(estimators.name_patterns(multi_sample=False))})."
+    )
   config_checks.require_int(config, "num_steps", minimum=0)
-  config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  data.check(config)
+  config_checks.require(
+    config.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", config.optimizer
+  )
+  config_checks.require(
+    config_checks.is_number(config.prior_learning_rate) and config.prior_learning_rate > 0,
+    "prior_learning_rate",
+    "a number > 0",
+    config.prior_learning_rate,
+  )
+  config_checks.require(
+    all(
+      isinstance(m, int) and not isinstance(m, bool) and m >= 1 for m in config.extra_test_samples
+    ),
+    "extra_test_samples",
+    "a tuple of ints >= 1 (IWAE M of further test bounds)",
+    config.extra_test_samples,
+  )
   config_checks.require(
     config.decoder_output_bias in OUTPUT_BIASES,
     "decoder_output_bias",
@@ -97,22 +117,16 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   return estimator
 
 
-def load_data(config: ConfigDict) -> tuple[dict[str, np.ndarray], str]:
-  """The dataset's splits (``gr_jax.data.load``, or generated for ``"synthetic"``) and where they
-  were found."""
-  if config.dataset == "synthetic":
-    data, source = mnist.synthetic(), "synthetic data"
-  else:
-    data, source = datasets.load(config.dataset, config.data_dir or None, download=config.download)
-  config_checks.require_batch_fits(config, len(data["train"]), "training images")
-  return data, source
-
-
 PAPER_LEARNING_RATES = tuple(k * 1e-4 for k in range(5, 51))  # {5, 6, ..., 50} x 1e-4
 PAPER_WEIGHT_DECAYS = (0.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 # Fields a restart may change: intervals and costs of the measurements, where the data is read,
 # and the final evaluation (EVALUATION_FIELDS: they change what is measured, never the training).
-EVALUATION_FIELDS = ("num_eval_samples", "num_eval_examples", "selection_eval_samples")
+EVALUATION_FIELDS = (
+  "num_eval_samples",
+  "num_eval_examples",
+  "selection_eval_samples",
+  "extra_test_samples",
+)
 SAFE_TO_CHANGE = workdir.SAFE_TO_CHANGE | {
   "eval_every",
   "variance_every",
@@ -169,31 +183,31 @@ class VAEExperiment(driver.PopulationExperiment):
   SELECTION = evaluation.SELECTION
   COLUMNS = ("valid_nll", "test_nll")
   SHOWN = ("valid_nll", "test_nll")
-  LOG_NAMES = ("bound", "kl")
+  LOG_NAMES = ("neg_elbo", "kl")
   paper_search = staticmethod(paper_search)
 
   def validate(self) -> estimators.Estimator:
     return validate(self.config)
 
   def load_data(self):
-    data, source = load_data(self.config)
-    return data, {split: source for split in data}
+    loaded = data.load(self.config)
+    return loaded, loaded.sources
 
-  def task(self, estimator, data) -> population.Task:
+  def task(self, estimator, loaded: data.VAEData) -> population.Task:
     config = self.config
-    self.vae_task = VAETask(config, estimator, data["train"].mean(axis=0))
-    self.valid = evaluation.eval_subset(data["valid"], config.num_eval_examples, config.seed)
-    self.test = evaluation.eval_subset(data["test"], config.num_eval_examples, config.seed)
-    fixed_rows = np.random.default_rng([config.seed, 1]).permutation(len(data["train"]))[
-      : config.batch_size
-    ]
-    self.fixed_batch = jnp.asarray(data["train"][fixed_rows], jnp.float32)
+    self.vae_task = VAETask(config, estimator, loaded.pixel_means)
+    self.valid = evaluation.eval_subset(loaded.valid, config.num_eval_examples, config.seed)
+    self.test = evaluation.eval_subset(loaded.test, config.num_eval_examples, config.seed)
+    self.fixed_batch = data.fixed_batch(loaded, config)
     return population.Task(
       self.vae_task.init_member,
       self.vae_task.train_step,
-      data["train"],
+      loaded.train,
       config.batch_size,
       config.num_steps,
+      prepare_batch=(
+        (lambda batch, key: idx_images.binarize_batch(key, batch)) if loaded.dynamic else None
+      ),
     )
 
   def evaluators(self, trainer, run):

@@ -31,6 +31,8 @@ class Model:
     fields: the config fields that this model alone reads.
     required: the choices its name stands for (field -> value).
     centerings: the ``center_inputs`` values it supports.
+    multi_sample: whether the multi-sample estimators (RLOO, DisARM) train it
+      (they sample one stochastic layer).
   """
 
   build: Callable[[ConfigDict, nnx.Rngs], nnx.Module]
@@ -38,6 +40,7 @@ class Model:
   fields: tuple[str, ...] = ()
   required: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   centerings: tuple[str, ...] = CENTERINGS
+  multi_sample: bool = True
 
 
 def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
@@ -68,6 +71,30 @@ def _two_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae_two_layer.TwoLayerDisc
   )
 
 
+def _bernoulli(config: ConfigDict, rngs: nnx.Rngs) -> vae.BernoulliVAE:
+  return vae.BernoulliVAE(
+    config.num_vars,
+    encoder_widths=tuple(config.encoder_widths),
+    decoder_widths=tuple(config.decoder_widths),
+    activation=config.activation,
+    kernel_init=config.kernel_init,
+    prior=config.prior,
+    rngs=rngs,
+  )
+
+
+# The DisARM protocol's Bernoulli VAEs (google-research disarm/binary: 200 latents; demeaned
+# input, the output bias at the data's log-odds, Keras' Glorot kernels; linear, or two hidden
+# layers of 200 with LeakyReLU on each side).
+_BERNOULLI = {
+  "arity": 2,
+  "num_vars": 200,
+  "kernel_init": "glorot_uniform",
+  "decoder_output_bias": "data_log_odds",
+  "center_inputs": "pixel_means",
+  "prior": "learned",
+}
+
 MODELS = {
   "concrete": Model(
     _one_layer,
@@ -94,13 +121,35 @@ MODELS = {
     " p(h1 | h2) p(x | h1)), each inference input centred by its own running average",
     fields=("upper_encoder_widths", "upper_decoder_widths"),
     centerings=("running_average", "none"),
+    multi_sample=False,
+  ),
+  "bernoulli_linear": Model(
+    _bernoulli,
+    "the DisARM protocol's linear Bernoulli VAE: 784 -> 200 binary latents -> 784",
+    required={**_BERNOULLI, "encoder_widths": (), "decoder_widths": ()},
+  ),
+  "bernoulli_nonlinear": Model(
+    _bernoulli,
+    "the DisARM protocol's non-linear Bernoulli VAE: 784-200-200-200 latents-200-200-784,"
+    " LeakyReLU",
+    required={
+      **_BERNOULLI,
+      "encoder_widths": (200, 200),
+      "decoder_widths": (200, 200),
+      "activation": "leaky_relu",
+    },
   ),
 }
 # Config fields that are widths of hidden layers (tuples of ints >= 1; empty: no hidden layer).
 WIDTH_FIELDS = ("encoder_widths", "decoder_widths", "upper_encoder_widths", "upper_decoder_widths")
 # Fields added to the VAE config after runs were saved without them, with the values that train
 # what those runs trained (a resumed older run is this config's run).
-ADDED_FIELDS = {"model": ("concrete", "relu_mlp")}
+ADDED_FIELDS = {
+  "model": ("concrete", "relu_mlp"),
+  "binarization": ("fixed",),
+  "optimizer": ("sgd_momentum",),
+  "prior_learning_rate": (0.01,),  # read by optimizer="adam" only
+}
 
 
 def check(config: ConfigDict) -> Model:

@@ -14,13 +14,49 @@ from experiments import rng, schedules
 from experiments.vae import models
 from gr_jax import diagnostics, estimators
 
+OPTIMIZERS = ("sgd_momentum", "adam")
+
 
 @optax.inject_hyperparams
-def make_optimizer(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
-  """SGD with momentum and weight decay; the hyperparameters live in the optimizer state (data)."""
+def _sgd_momentum(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
+  """SGD with momentum and weight decay (the paper's)."""
   return optax.chain(
     optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum=momentum)
   )
+
+
+def _parameter_groups(params: dict) -> dict:
+  """Each parameter's optimizer group: the prior's logits, or the networks."""
+  return {
+    name: jax.tree.map(lambda _, name=name: "prior" if name == "prior_logits" else "networks", tree)
+    for name, tree in params.items()
+  }
+
+
+def make_optimizer(config: ConfigDict):
+  """``(learning_rate, momentum, weight_decay) -> optax transformation``, the hyperparameters in
+  its state (``optax.inject_hyperparams``: a population's members differ in them as data).
+
+  ``config.optimizer``: ``"sgd_momentum"`` (the paper's: SGD with momentum and
+  weight decay), or ``"adam"`` (the DisARM protocol's: Adam for the encoder and
+  decoder at ``learning_rate`` (Keras' defaults: eps 1e-7), plain SGD for the
+  prior's logits at ``config.prior_learning_rate``; momentum unused).
+  """
+  if config.optimizer == "sgd_momentum":
+    return _sgd_momentum
+  prior_learning_rate = config.prior_learning_rate
+
+  @optax.inject_hyperparams
+  def adam(learning_rate, momentum, weight_decay):
+    del momentum
+    networks = optax.chain(
+      optax.add_decayed_weights(weight_decay), optax.adam(learning_rate, eps=1e-7)
+    )
+    return optax.multi_transform(
+      {"networks": networks, "prior": optax.sgd(prior_learning_rate)}, _parameter_groups
+    )
+
+  return adam
 
 
 def _optimizer_hyperparameters(hyperparameters: dict) -> dict:
@@ -63,8 +99,9 @@ class VAETask:
     self.baseline = estimators.RunningMeanBaseline(decay=config.baseline_decay)
     self.tau_at = schedules.tau_schedule(config)
     self.reinforce = estimators.get("reinforce")
+    self.make_optimizer = make_optimizer(config)
     # Only the optimizer's update rule is used: the hyperparameters come from its state.
-    self.optimizer = make_optimizer(learning_rate=0.0, momentum=0.0, weight_decay=0.0)
+    self.optimizer = self.make_optimizer(learning_rate=0.0, momentum=0.0, weight_decay=0.0)
 
   def model(self, params) -> nnx.Module:
     return nnx.merge(self.graphdef, params)
@@ -77,7 +114,7 @@ class VAETask:
       params["decoder"]["layers"][last]["bias"] = self.output_bias
     return {
       "params": params,
-      "opt_state": make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
+      "opt_state": self.make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
       "baseline": self.baseline.init(),
       "input_mean": self.initial_input_mean,
     }
@@ -116,7 +153,8 @@ class VAETask:
       "input_mean": input_mean,
     }
     metrics = {name: jnp.mean(value) for name, value in result.metrics.items()}
-    return new_member, {"bound": jnp.mean(result.bound), **metrics, "tau": tau}
+    # One sign for every bound a user reads: the negative ELBO in nats, as the final NLL bounds.
+    return new_member, {"neg_elbo": -jnp.mean(result.bound), **metrics, "tau": tau}
 
   def iwae(self, member, seed, x, evaluation, start, num_samples):
     """IWAE bounds ``[B]`` of the images ``x``: rows ``start`` ... of ``evaluation`` (an

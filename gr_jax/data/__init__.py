@@ -1,8 +1,10 @@
 """Input pipelines, and every dataset by name: ``load(name, ...)``.
 
 Datasets (:data:`DATASETS`): ``binarized_mnist`` (:mod:`~gr_jax.data.mnist`),
-``listops`` (its evaluation files, :mod:`~gr_jax.data.listops`; training data
-is generated). :func:`load` finds a dataset's files through one search order:
+``fashion_mnist`` and ``mnist`` (grey-scale, :mod:`~gr_jax.data.idx_images`,
+with their binarizations), ``listops`` (its evaluation files,
+:mod:`~gr_jax.data.listops`; training data is generated). :func:`load` finds a
+dataset's files through one search order:
 
 1. ``data_dir``;
 2. ``$GR_JAX_DATA/<name>`` (a data root holding one directory per dataset,
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from gr_jax.data import listops, mnist
+from gr_jax.data import idx_images, listops, mnist
 from gr_jax.data._common import (
   DATA_ROOT_VARIABLE,
   DataNotFoundError,
@@ -30,7 +32,10 @@ from gr_jax.data._common import (
   find,
 )
 
-DATASETS = {dataset.name: dataset for dataset in (mnist.DATASET, listops.DATASET)}
+DATASETS = {
+  dataset.name: dataset
+  for dataset in (mnist.DATASET, idx_images.FASHION_MNIST, idx_images.MNIST, listops.DATASET)
+}
 
 
 def load(

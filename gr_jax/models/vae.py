@@ -17,7 +17,8 @@ single-sample bound an estimator differentiates, with its metrics),
 samples), ``INFERENCE_NETWORKS`` (the parameters whose gradient the variance
 measurements read) and :meth:`DiscreteVAE.initial_centering` (what the
 inference networks' inputs are centred by). The two-layer model is
-:mod:`gr_jax.models.vae_two_layer`.
+:mod:`gr_jax.models.vae_two_layer`; :class:`BernoulliVAE` is the DisARM
+protocol's model (one logit per binary latent).
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from flax import nnx
 
 from gr_jax import estimators
 
-ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
+ACTIVATIONS = {
+  "relu": jax.nn.relu,
+  "tanh": jnp.tanh,
+  # Keras' LeakyReLU default slope, the DisARM protocol's (its nonlinear Bernoulli VAE).
+  "leaky_relu": lambda x: jax.nn.leaky_relu(x, 0.3),
+}
 KERNEL_INITS = {
   "glorot_uniform": nnx.initializers.glorot_uniform,
   "lecun_normal": nnx.initializers.lecun_normal,
@@ -182,11 +188,17 @@ class DiscreteVAE(nnx.Module):
     latent_dim = num_vars * log2_arity(arity)
     self.num_vars, self.arity, self.num_pixels = num_vars, arity, num_pixels
     act, init = ACTIVATIONS[activation], KERNEL_INITS[kernel_init]()
+    logits_shape = self._logits_shape(num_vars, arity)
     self.encoder = MLP(
-      [num_pixels, *encoder_widths, num_vars * arity], act, kernel_init=init, rngs=rngs
+      [num_pixels, *encoder_widths, math.prod(logits_shape)], act, kernel_init=init, rngs=rngs
     )
     self.decoder = MLP([latent_dim, *decoder_widths, num_pixels], act, kernel_init=init, rngs=rngs)
-    self.prior_logits = nnx.Param(jnp.zeros((num_vars, arity))) if prior == "learned" else None
+    self.prior_logits = nnx.Param(jnp.zeros(logits_shape)) if prior == "learned" else None
+
+  @staticmethod
+  def _logits_shape(num_vars: int, arity: int) -> tuple[int, ...]:
+    """The free logits of m variables (the encoder's outputs per example, the prior's)."""
+    return (num_vars, arity)
 
   def log_prior(self) -> jax.Array:
     """``[m, n]`` log p(D_j = k) (broadcastable: a scalar -log n for the uniform prior)."""
@@ -235,11 +247,32 @@ class DiscreteVAE(nnx.Module):
     \log p(D)`; ``log_q`` feeds REINFORCE's surrogate.
     """
     logits = self.encode(x - centering)
+    if estimator.multi_sample:
+      return self._multi_sample_bound(x, key, estimator, logits)
     sample = estimator(key, logits, tau=tau)
     kl = -latent_term(self.log_prior(), logits, sample)
     bound = bernoulli_log_likelihood(self.decode(sample), x) - kl
     log_q = sample_log_prob(logits, sample) if estimator.score_function else None
     return TrainingBound(bound, log_q, {"kl": kl}, (sample,), x)
+
+  def _multi_sample_bound(self, x, key, estimator, logits) -> TrainingBound:
+    r"""The surrogate of a multi-sample estimator (RLOO, DisARM) of the single-sample bound.
+
+    Each evaluation is :meth:`log_weight` at a sample with q's logits held
+    fixed: the encoder's gradient is the estimator's alone (the direct term
+    :math:`-\nabla \log q(D)` has expectation 0; the DisARM protocol's code
+    leaves it out too), the decoder and the prior get the mean of their
+    pathwise gradients over the evaluations. ``bound`` is the mean bound
+    over them, ``metrics["kl"]`` the mean sampled KL.
+    """
+    fixed = jax.lax.stop_gradient(logits)
+
+    def bound_and_kl(sample):
+      kl = -latent_term(self.log_prior(), fixed, sample)
+      return bernoulli_log_likelihood(self.decode(sample), x) - kl, kl
+
+    bound, kls = estimator(key, logits, f=bound_and_kl, has_aux=True)
+    return TrainingBound(bound, None, {"kl": jnp.mean(kls, axis=0)}, (), x)
 
   def iwae_bound(self, x, key, num_samples: int, chunk_size: int = 100, centering=0.0):
     r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
@@ -267,3 +300,59 @@ class DiscreteVAE(nnx.Module):
       return jax.vmap(lambda d: self.log_weight(x, logits, d))(samples)  # [c, B]
 
     return importance_weighted(log_weights, key, num_samples, chunk_size, x.shape[:-1])
+
+
+class BernoulliVAE(DiscreteVAE):
+  r"""The Bernoulli VAE of the DisARM protocol (Dong, Mnih & Tucker 2020; Yin & Zhou 2019).
+
+  m binary latents, one logit :math:`\alpha_j` each from the encoder (the
+  categorical logits of the library's one-hot convention are :math:`(0,
+  \alpha_j)`: category 1 is "b = 1"), learned prior logits (one per latent,
+  zero at the start), the decoder's input the latents as :math:`2b - 1`
+  (the hypercube embedding; the protocol's ``demean_input`` for the decoder).
+  Linear (``hidden_widths=()``: 784 -> m logits, m -> 784) or non-linear (two
+  hidden layers of 200 with LeakyReLU on each side). The bounds are
+  :class:`DiscreteVAE`'s.
+  """
+
+  def __init__(
+    self,
+    num_vars: int = 200,
+    *,
+    encoder_widths: Sequence[int] = (),
+    decoder_widths: Sequence[int] = (),
+    activation: str = "leaky_relu",
+    kernel_init: str = "glorot_uniform",
+    prior: str = "learned",
+    num_pixels: int = 784,
+    rngs: nnx.Rngs,
+  ):
+    super().__init__(
+      num_vars,
+      2,
+      encoder_widths=encoder_widths,
+      decoder_widths=decoder_widths,
+      activation=activation,
+      kernel_init=kernel_init,
+      prior=prior,
+      num_pixels=num_pixels,
+      rngs=rngs,
+    )
+
+  @staticmethod
+  def _logits_shape(num_vars: int, arity: int) -> tuple[int, ...]:
+    del arity  # binary: one logit alpha per latent
+    return (num_vars,)
+
+  @staticmethod
+  def _as_binary(alpha: jax.Array) -> jax.Array:
+    return jnp.stack([jnp.zeros_like(alpha), alpha], axis=-1)
+
+  def log_prior(self) -> jax.Array:
+    if self.prior_logits is None:
+      return jnp.asarray(-math.log(2.0))
+    return jax.nn.log_softmax(self._as_binary(self.prior_logits.get_value()), axis=-1)
+
+  def encode(self, x: jax.Array) -> jax.Array:
+    """``[B, 784]`` images -> ``[B, m, 2]`` logits ``(0, alpha)`` of q(b | x)."""
+    return self._as_binary(self.encoder(x))
