@@ -11,12 +11,20 @@ extrapolated linearly and labelled so). Synthetic images of MNIST's shape.
 ReLU 512/256 one (``relu_mlp``) and the two-stochastic-layer Concrete model
 (``two_layer``, 240H~240H~784V) in the same run; with ``concrete`` and
 ``two_layer`` both, the two-layer model's time over the one-layer model's is
-printed per row (the target: at most 2.2x for ST-GS and GR-MC100).
+printed per row (the target: at most 2.2x for ST-GS and GR-MC100). The DisARM
+protocol's Bernoulli VAEs (``bernoulli_linear``, ``bernoulli_nonlinear``) time
+every estimator of ``--estimators`` (the multi-sample ones too) against ST-GS
+in the same run (the targets: RLOO-2 and DisARM at most 2.2x ST-GS). ``--out``
+writes every row as JSON (the leaderboard's ms per step).
 
   python scripts/bench_vae.py [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
+  python scripts/bench_vae.py --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
+    --estimators=st_gs,rloo2,disarm,gr_mc10,gr_mc100,gr_exact,zgr,reinmax,reinforce
 """
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
+import json
+import pathlib
 import statistics
 import time
 
@@ -25,7 +33,13 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from configs import vae_16ary, vae_relu_mlp, vae_two_layer_16ary
+from configs import (
+  bernoulli_vae_linear,
+  bernoulli_vae_nonlinear,
+  vae_16ary,
+  vae_relu_mlp,
+  vae_two_layer_16ary,
+)
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
 from gr_jax import estimators
@@ -40,10 +54,13 @@ _MODELS = flags.DEFINE_list(
   "models", ["concrete", "two_layer"], "concrete (the default), relu_mlp and/or two_layer."
 )
 _TEST_SIZE = 10_000
+_OUT = flags.DEFINE_string("out", "", "Write every row as JSON to this file.")
 CONFIGS = {
   "concrete": vae_16ary.get_config,
   "relu_mlp": vae_relu_mlp.get_config,
   "two_layer": vae_two_layer_16ary.get_config,
+  "bernoulli_linear": bernoulli_vae_linear.get_config,
+  "bernoulli_nonlinear": bernoulli_vae_nonlinear.get_config,
 }
 
 
@@ -91,6 +108,20 @@ def main(argv):
     print("\ntwo layers / one layer, same run (target <= 2.2x for ST-GS and GR-MC100):")
     for row, ms in times["two_layer"].items():
       print(f"  {row}: {ms / times['concrete'][row]:.2f}x")
+  for model in (m for m in times if m.startswith("bernoulli")):
+    print(f"\n{model}: each estimator / ST-GS, same run (target <= 2.2x for RLOO-2 and DisARM):")
+    for row, ms in times[model].items():
+      reference = times[model].get(f"{row.split()[0]} st_gs")
+      if reference and not row.startswith("M="):
+        print(f"  {row}: {ms / reference:.2f}x")
+  if _OUT.value:
+    device = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
+    rows = [
+      {"model": model, "row": row, "ms": ms, "device": device, "jax": jax.__version__}
+      for model, rows in times.items()
+      for row, ms in rows.items()
+    ]
+    pathlib.Path(_OUT.value).write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def bench_model(get_config, rng) -> dict[str, float]:
@@ -107,6 +138,8 @@ def bench_model(get_config, rng) -> dict[str, float]:
     for name in _ESTIMATORS.value:
       config = get_config()
       config.estimator, config.batch_size = name, batch_size
+      if config.dataset != "binarized_mnist":  # the Bernoulli models: no data is read here
+        config.dataset = "synthetic_grey"
       task = VAETask(config, vae.validate(config))
       hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
       train_step = jax.jit(task.train_step, donate_argnums=0)
@@ -139,6 +172,7 @@ def bench_model(get_config, rng) -> dict[str, float]:
       print(row + f"   (train step compiled {compiles}x)", flush=True)
 
   config = get_config()
+  config.dataset = "synthetic" if config.dataset == "binarized_mnist" else "synthetic_grey"
   task = VAETask(config, vae.validate(config))
   member = task.init_member(
     jax.random.key(0), {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}, 0

@@ -208,8 +208,10 @@ def test_missing_fashion_mnist_offline_and_binary_data_made_dynamic_are_one_line
     timeout=600,
   )
   assert missing.returncode == 1 and "Traceback" not in missing.stderr
-  assert missing.stderr.strip().splitlines()[-1].startswith(
-    "error: Fashion-MNIST not found: looked for train-images-idx3-ubyte[.gz] and"
+  assert (
+    missing.stderr.strip()
+    .splitlines()[-1]
+    .startswith("error: Fashion-MNIST not found: looked for train-images-idx3-ubyte[.gz] and")
   )
   binary = run_main(
     "configs/bernoulli_vae_linear.py", tmp_path / "b", "dataset=binarized_mnist", check=False

@@ -1,0 +1,235 @@
+"""Writes docs/leaderboard.md from the field benchmark's workdirs (no number typed by hand).
+
+Reads ``RUNS/<setting>/<estimator>`` (``scripts/field_benchmark.py``'s layout:
+config.json, results.json, metrics.jsonl) and, with ``--bench``, the JSON rows
+of ``scripts/bench_vae.py --out`` (ms per step). One row per estimator x model
+x dataset: loss evaluations per step (the registry's), steps, seeds, the
+training negative ELBO (the mean of the last 1 % of steps, mean and standard
+deviation over seeds), the test bound (IWAE-100, the suite's; IWAE-1000
+beside it), the inference network's gradient variance at fixed steps, ms per
+step. Then, per setting, paired by seed: DisARM against RLOO-2 (the suite's
+claim at equal evaluations), and every estimator at equal loss evaluations and
+at equal wall time (its training curve read where the budget runs out).
+
+  python scripts/leaderboard.py --runs=runs/field --bench=runs/bench_bernoulli.json \\
+    --out=docs/leaderboard.md
+"""
+
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
+import json
+import pathlib
+import statistics
+
+import formatting
+from absl import app, flags
+
+from gr_jax import estimators
+
+_RUNS = flags.DEFINE_string("runs", None, "The field benchmark's --out directory.", required=True)
+_BENCH = flags.DEFINE_string("bench", "", "scripts/bench_vae.py --out JSON (ms per step).")
+_OUT = flags.DEFINE_string("out", "docs/leaderboard.md", "The Markdown file to write.")
+_VARIANCE_STEPS = flags.DEFINE_list(
+  "variance_steps", ["10000", "-1"], "Steps of the gradient-variance columns (-1: the last)."
+)
+
+MODELS = {"bernoulli_linear": "linear", "bernoulli_nonlinear": "non-linear"}
+DATASETS = {
+  "fashion_mnist": "Fashion-MNIST",
+  "mnist": "MNIST",
+  "binarized_mnist": "static binarized MNIST",
+}
+
+
+def _spread(values) -> str:
+  values = [v for v in values if v is not None]
+  return formatting.spread(values) if values else "-"
+
+
+def _read_run(workdir: pathlib.Path) -> dict | None:
+  """A finished run: its config, results, and per member its train curve and variances."""
+  try:
+    config = json.loads((workdir / "config.json").read_text())
+    results = json.loads((workdir / "results.json").read_text())
+  except (OSError, ValueError):
+    return None
+  curves, variances = {}, {}
+  for line in (workdir / "metrics.jsonl").read_text().splitlines():
+    record = json.loads(line)
+    member = record.get("member")
+    if record.get("split") != "train" or record.get("final"):
+      continue
+    if record.get("neg_elbo") is not None:
+      curves.setdefault(member, {})[record["step"]] = record["neg_elbo"]
+    if record.get("log10_grad_variance") is not None:
+      variances.setdefault(member, {})[record["step"]] = record["log10_grad_variance"]
+  seeds = {m["member"]: m["seed"] for m in results["members"]}
+  return {
+    "config": config,
+    "results": results,
+    "steps": results["steps"],
+    "members": {
+      seeds[m["member"]]: {
+        **m,
+        "curve": curves.get(m["member"], {}),
+        "variance": variances.get(m["member"], {}),
+      }
+      for m in results["members"]
+    },
+  }
+
+
+def _final_neg_elbo(member: dict, steps: int) -> float | None:
+  """The mean training negative ELBO over the last 1 % of the steps (the logged intervals there)."""
+  window = [v for s, v in member["curve"].items() if s > steps - max(1, steps // 100)]
+  return statistics.mean(window) if window else None
+
+
+def _at(curve: dict, step: float) -> float | None:
+  """The training curve at the logged step nearest below ``step``."""
+  logged = [s for s in curve if s <= step]
+  return curve[max(logged)] if logged else None
+
+
+def _seconds(seconds: float) -> str:
+  return formatting.duration(seconds) if seconds >= 120 else f"{seconds:.2f} s"
+
+
+def _bench(path: str) -> dict:
+  if not path:
+    return {}
+  rows = json.loads(pathlib.Path(path).read_text())
+  return {(r["model"], r["row"]): (r["ms"], r["device"]) for r in rows}
+
+
+def main(argv):
+  del argv
+  runs_dir = pathlib.Path(_RUNS.value)
+  bench = _bench(_BENCH.value)
+  settings = {}
+  for workdir in sorted(p.parent for p in runs_dir.glob("*/*/results.json")):
+    run = _read_run(workdir)
+    if run is not None:
+      settings.setdefault(workdir.parent.name, {})[workdir.name] = run
+  if not settings:
+    raise SystemExit(f"error: no finished run under {runs_dir}/<setting>/<estimator>.")
+  try:
+    variance_steps = [int(s) for s in _VARIANCE_STEPS.value]
+  except ValueError:
+    raise app.UsageError(f"--variance_steps must be ints; got {_VARIANCE_STEPS.value}.") from None
+  lines = [
+    "# Leaderboard: Bernoulli VAEs of the DisARM protocol",
+    "",
+    "Written by `scripts/leaderboard.py` from the runs of `scripts/field_benchmark.py` (every"
+    " number from their files). Train −ELBO: the mean of the last 1 % of steps; test: IWAE bounds"
+    " on the test images (binarized once, seeded); lower is better everywhere; mean ± standard"
+    " deviation over seeds. log10 Var: the trace of the inference network's gradient covariance"
+    " over 100 draws on a fixed batch.",
+  ]
+  for setting, runs in settings.items():
+    any_run = next(iter(runs.values()))
+    config = any_run["config"]
+    model_name = MODELS.get(config["model"], config["model"])
+    title = f"{model_name}, {DATASETS.get(config['dataset'], config['dataset'])}"
+    extra = (config.get("extra_test_samples") or [None])[0]
+    steps = {r["steps"] for r in runs.values()}
+    seeds = sorted({s for r in runs.values() for s in r["members"]})
+    model_bench = config["model"]
+    lines += [
+      "",
+      f"## {title} ({config['binarization']} binarization)",
+      "",
+      f"`python scripts/field_benchmark.py --out={runs_dir} --settings={setting}"
+      f" --steps={max(steps)} --seeds={','.join(map(str, seeds))}`; batch {config['batch_size']},"
+      f" optimizer {config['optimizer']} (lr {config['learning_rate']}, prior"
+      f" {config['prior_learning_rate']}), τ {config['tau']}.",
+      "",
+      f"| estimator | loss evals / step | steps | seeds | train −ELBO |"
+      f" test IWAE-{config['num_eval_samples']} | test IWAE-{extra} | "
+      + " | ".join(f"log10 Var at {'end' if s < 0 else f'{s:,}'}" for s in variance_steps)
+      + " | ms / step |",
+      "|---|---|---|---|---|---|---|" + "---|" * len(variance_steps) + "---|",
+    ]
+    for name, run in runs.items():
+      members = run["members"].values()
+      evaluations = estimators.get(name).loss_evaluations
+      variance_cells = []
+      for step in variance_steps:
+        at = run["steps"] if step < 0 else step
+        variance_cells.append(_spread([m["variance"].get(at) for m in members]))
+      timing = bench.get((model_bench, f"B={config['batch_size']} {name}"))
+      ms = f"{timing[0]:.2f} ({timing[1]})" if timing else "-"
+      lines.append(
+        f"| {name} | {evaluations} | {run['steps']:,} | {len(members)} |"
+        f" {_spread([_final_neg_elbo(m, run['steps']) for m in members])} |"
+        f" {_spread([m.get('test_nll') for m in members])} |"
+        f" {_spread([m.get(f'test_nll_M{extra}') for m in members])} |"
+        f" {' | '.join(variance_cells)} | {ms} |"
+      )
+    lines += _claims(runs, bench, model_bench, config["batch_size"])
+  lines += [
+    "",
+    "## The DisARM paper's own numbers",
+    "",
+    "Not beside ours: the stored copy of Dong, Mnih & Tucker (2020) that this project can read"
+    " holds its opening and figure captions only; its results are curves (Figures 5-6) and an"
+    " appendix table, neither readable here. Nothing of theirs is typed in by hand.",
+  ]
+  pathlib.Path(_OUT.value).write_text("\n".join(lines) + "\n")
+  print("\n".join(lines))
+
+
+def _paired(a: dict, b: dict, value) -> list[float]:
+  """value(b member) - value(a member), for each seed both hold (None-free)."""
+  out = []
+  for seed in sorted(set(a["members"]) & set(b["members"])):
+    x, y = value(a, a["members"][seed]), value(b, b["members"][seed])
+    if x is not None and y is not None:
+      out.append(y - x)
+  return out
+
+
+def _claims(runs: dict, bench: dict, model: str, batch_size: int) -> list[str]:
+  lines = []
+  if "disarm" in runs and "rloo2" in runs:
+    rloo, disarm = runs["rloo2"], runs["disarm"]
+    steps = sorted({s for m in rloo["members"].values() for s in m["variance"]})
+    variance = {
+      s: _paired(rloo, disarm, lambda r, m, s=s: m["variance"].get(s)) for s in steps if s > 0
+    }
+    elbo = _paired(rloo, disarm, lambda r, m: _final_neg_elbo(m, r["steps"]))
+    test = _paired(rloo, disarm, lambda r, m: m.get("test_nll"))
+    lines += [
+      "",
+      "DisARM − RLOO-2 at equal evaluations (two per step), paired by seed: log10 Var "
+      + ", ".join(f"{_spread(v)} at {s:,}" for s, v in variance.items() if v)
+      + f"; train −ELBO {_spread(elbo)}; test IWAE-100 {_spread(test)} (negative: DisARM lower).",
+    ]
+  evaluations = {n: estimators.get(n).loss_evaluations for n in runs}
+  budget = min(r["steps"] * evaluations[n] for n, r in runs.items())
+  cells = []
+  for name, run in runs.items():
+    at = budget / evaluations[name]
+    cells.append(f"{name} {_spread([_at(m['curve'], at) for m in run['members'].values()])}")
+  lines += [
+    "",
+    f"Train −ELBO at equal loss evaluations ({budget:,} each, read on the training curves): "
+    + "; ".join(cells)
+    + ".",
+  ]
+  timed = {n: bench.get((model, f"B={batch_size} {n}")) for n in runs}
+  if all(timed.values()):
+    seconds = min(runs[n]["steps"] * timed[n][0] / 1e3 for n in runs)
+    cells = []
+    for name, run in runs.items():
+      at = seconds * 1e3 / timed[name][0]
+      cells.append(f"{name} {_spread([_at(m['curve'], at) for m in run['members'].values()])}")
+    lines += [
+      "",
+      f"Train −ELBO at equal wall time ({_seconds(seconds)} of training steps at the"
+      f" bench's ms per step, {next(iter(timed.values()))[1]}): " + "; ".join(cells) + ".",
+    ]
+  return lines
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,104 @@
+"""scripts/leaderboard.py on fabricated workdirs whose table is worked out by hand below."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli import ROOT
+
+pytestmark = pytest.mark.slow  # runs a script
+
+
+def _run(workdir, estimator_seeds):
+  """A finished population: seeds with (train curve {step: neg_elbo}, variances, test bounds)."""
+  workdir.mkdir(parents=True)
+  config = {
+    "model": "bernoulli_nonlinear",
+    "dataset": "fashion_mnist",
+    "binarization": "dynamic",
+    "batch_size": 50,
+    "optimizer": "adam",
+    "learning_rate": 1e-4,
+    "prior_learning_rate": 0.01,
+    "tau": 1.0,
+    "num_eval_samples": 100,
+    "extra_test_samples": [1000],
+  }
+  (workdir / "config.json").write_text(json.dumps(config))
+  members, lines = [], []
+  for i, (seed, curve, variance, test, test_1000) in enumerate(estimator_seeds):
+    members.append({"member": i, "seed": seed, "test_nll": test, "test_nll_M1000": test_1000})
+    for step, value in curve.items():
+      lines.append({"step": step, "split": "train", "member": i, "neg_elbo": value, "kl": 1.0})
+    for step, value in variance.items():
+      lines.append({"step": step, "split": "train", "member": i, "log10_grad_variance": value})
+  (workdir / "results.json").write_text(json.dumps({"steps": 200, "members": members}))
+  (workdir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_the_table_and_the_paired_claims(tmp_path):
+  runs = tmp_path / "runs" / "nonlinear_fashion_mnist"
+  # Train curves logged every 100 steps; the last 1 % of 200 steps is step 200's interval.
+  _run(
+    runs / "disarm",
+    [
+      (0, {100: 110.0, 200: 100.0}, {0: 3.0, 100: 2.0, 200: 1.0}, 99.0, 98.0),
+      (1, {100: 112.0, 200: 102.0}, {0: 3.0, 100: 2.0, 200: 1.2}, 101.0, 100.0),
+    ],
+  )
+  _run(
+    runs / "rloo2",
+    [
+      (0, {100: 111.0, 200: 101.0}, {0: 3.0, 100: 2.5, 200: 1.5}, 100.0, 99.0),
+      (1, {100: 113.0, 200: 104.0}, {0: 3.0, 100: 2.5, 200: 1.5}, 103.0, 101.0),
+    ],
+  )
+  _run(
+    runs / "gr_mc10",
+    [
+      (0, {100: 105.0, 200: 95.0}, {0: 2.0, 100: 1.0, 200: 0.5}, 96.0, 95.0),
+      (1, {100: 107.0, 200: 97.0}, {0: 2.0, 100: 1.0, 200: 0.7}, 98.0, 97.0),
+    ],
+  )
+  bench = tmp_path / "bench.json"
+  bench.write_text(
+    json.dumps(
+      [
+        {"model": "bernoulli_nonlinear", "row": f"B=50 {name}", "ms": ms, "device": "cpu (cpu)"}
+        for name, ms in (("disarm", 2.0), ("rloo2", 2.0), ("gr_mc10", 4.0))
+      ]
+    )
+  )
+  out = tmp_path / "leaderboard.md"
+  subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "scripts" / "leaderboard.py"),
+      f"--runs={tmp_path / 'runs'}",
+      f"--bench={bench}",
+      f"--out={out}",
+      "--variance_steps=100,-1",
+    ],
+    check=True,
+    capture_output=True,
+    text=True,
+  )
+  text = out.read_text()
+  # disarm: train 100, 102; test 99, 101; IWAE-1000 98, 100; Var at 100: 2, 2; at 200: 1, 1.2.
+  assert (
+    "| disarm | 2 | 200 | 2 | 101.00 ± 1.41 | 100.00 ± 1.41 | 99.00 ± 1.41 | 2.00 ± 0.00 |"
+    " 1.10 ± 0.14 | 2.00 (cpu (cpu)) |"
+  ) in text
+  assert "| gr_mc10 | 1 | 200 | 2 | 96.00 ± 1.41 | 97.00 ± 1.41 | 96.00 ± 1.41 |" in text
+  # DisARM - RLOO-2 by seed: Var at 100: -0.5, -0.5; at 200: -0.5, -0.3; train -1, -2; test -1, -2.
+  assert "log10 Var -0.50 ± 0.00 at 100, -0.40 ± 0.14 at 200" in text
+  assert "train −ELBO -1.50 ± 0.71; test IWAE-100 -1.50 ± 0.71" in text
+  # Equal evaluations: 200 x 1 (GR-MC10) against 200 x 2: every one read at 200 evaluations, i.e.
+  # DisARM and RLOO-2 at step 100, GR-MC10 at step 200.
+  assert "(200 each" in text and "disarm 111.00 ± 1.41; gr_mc10 96.00 ± 1.41; rloo2 112.00" in text
+  # Equal wall time: min(200 x 2 ms, 200 x 2 ms, 200 x 4 ms) = 0.4 s: GR-MC10 at step 100.
+  assert "equal wall time (0.40 s" in text
+  assert "gr_mc10 106.00 ± 1.41" in text.split("equal wall time")[1]
+  assert "Nothing of theirs is typed in by hand" in text
