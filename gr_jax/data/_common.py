@@ -91,7 +91,8 @@ def find(
           "data_dir %s holds no %s; using the copy in %s", data_dir, dataset.title, directory
         )
       logging.info("%s loaded from %s", dataset.title, directory)
-      return found, str(directory)
+      # Absolute: a record that reads from any working directory (a notebook's is notebooks/).
+      return found, str(directory.resolve())
   if dataset.download is None:
     fetched = "; it has no download"
   elif not download:
