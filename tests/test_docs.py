@@ -1,7 +1,11 @@
 """README.md and docs/: every relative link resolves, and the Python blocks of the API pages run."""
 
+import json
 import pathlib
 import re
+import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -37,3 +41,59 @@ def test_relative_links_resolve(page):
 def test_python_blocks_run(page):
   for block in re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S):
     exec(compile(block, page, "exec"), {})
+
+
+def _bash_blocks(page: str) -> list[str]:
+  return re.findall(r"```bash\n(.*?)```", (ROOT / page).read_text(), re.S)
+
+
+def test_the_cluster_scripts_say_where_what_and_how_long():
+  """Every SLURM script of docs/populations.md goes to the clone, activates the environment, names
+  the data, bounds its time; the array's merge runs as a job that depends on it."""
+  scripts = [b for b in _bash_blocks("docs/populations.md") if "#SBATCH" in b]
+  assert len(scripts) == 2
+  for script in scripts:
+    for line in ('cd "$HOME/gr_jax"', "source .venv/bin/activate", "GR_JAX_DATA=", "--time="):
+      assert line in script, (line, script)
+  submit = [b for b in _bash_blocks("docs/populations.md") if "sbatch --parsable" in b]
+  assert len(submit) == 1 and "--dependency=afterok:$array" in submit[0]
+  assert "scripts/merge_population.py" in submit[0]
+
+
+@pytest.mark.slow
+def test_the_one_machine_blocks_of_populations_run_as_written(tmp_path):
+  """The blocks that run on one machine: the searches' commands parse as written (--list_fields),
+  and the two-process job runs as written (from the clone, beside ../shared), its workdir in a
+  temporary directory instead of runs/."""
+  blocks = [
+    b
+    for b in _bash_blocks("docs/populations.md")
+    if "#SBATCH" not in b and "sbatch" not in b and "srun" not in b
+  ]
+  assert len(blocks) == 2
+  searches, two_processes = blocks
+  commands = re.findall(r"^python -m experiments\.main .*?(?<!\\)$", searches, re.S | re.M)
+  assert len(commands) == 3
+  for command in commands:
+    listed = subprocess.run(
+      [
+        *shlex.split(command.replace("\\\n", " ").replace("python", sys.executable, 1)),
+        "--list_fields",
+      ],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
+    assert listed.returncode == 0 and "population.search = " in listed.stdout, listed.stderr[-2000:]
+  if not (ROOT.parent / "shared" / "data" / "binarized_mnist").is_dir():
+    pytest.skip("the two-process job reads ../shared/data (a clone beside the project's shared/)")
+  script = two_processes.replace("runs/", f"{tmp_path}/").replace(
+    ".venv/bin/python", sys.executable
+  )
+  done = subprocess.run(
+    ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads((tmp_path / "two_processes" / "results.json").read_text())
+  assert len(results["members"]) == 4 and results["num_eval_examples"] == 500
