@@ -18,7 +18,8 @@ def population_config() -> ml_collections.ConfigDict:
   config.weight_decay = ()
   config.tau = ()
   config.seed = ()
-  # Job arrays: this job trains members [shard_index::num_shards]-th slice.
+  # Job arrays: this job trains the shard_index-th of num_shards contiguous slices of the
+  # members (np.array_split: 4 members in 2 slices are 0-1 and 2-3).
   config.shard_index = 0
   config.num_shards = 1
   # "auto": a sequential lax.map over members on the CPU, jax.vmap elsewhere.

@@ -68,10 +68,11 @@ def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
   """The results line of the selected member, or one line saying why no member could be selected."""
   if results["selected_member"] is not None:
     logging.info(
-      "results: %s (member %s of %d)",
+      "results: %s (member %s of %d%s)",
       " ".join(f"{n} {results[n]:.4g}" for n in names),
       results["selected_member"],
-      len(results["members"]),
+      results.get("population_size", len(results["members"])),
+      _slice_note(results),
     )
     return
   diverged = [
@@ -85,6 +86,15 @@ def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
   logging.warning(
     "no member could be selected on %s: %s; the members' results are in results.json.", metric, why
   )
+
+
+def _slice_note(results: dict) -> str:
+  """ ", slice 1 of 2 holds 2-3" for a job-array slice; "" for a whole population."""
+  index, count = results.get("shard", (0, 1))
+  if count <= 1:
+    return ""
+  held = [m["member"] for m in results["members"]]
+  return f", slice {index} of {count} holds {min(held)}-{max(held)}"
 
 
 def finish(

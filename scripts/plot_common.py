@@ -37,11 +37,13 @@ def load_runs(patterns):
 
 
 def series(records, metric, split="train"):
-  """Sorted (steps, values) of a metric, finite values only."""
+  """Sorted (steps, values) of a metric, finite values only; the final evaluation's records
+  (``"final": true``, another M on other images) are no curve point."""
   points = sorted(
     (r["step"], r[metric])
     for r in records
     if r.get("split") == split
+    and not r.get("final")
     and metric in r
     and r[metric] is not None
     and math.isfinite(r[metric])

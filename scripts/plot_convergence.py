@@ -34,13 +34,26 @@ def main(argv):
     if steps:
       curves[config["estimator"]].append((steps, nll))
   if not curves:
-    raise SystemExit("error: no valid nll records in these runs (set config.eval_every)")
+    raise SystemExit(
+      "error: these runs have no periodic validation bound (config.eval_every = 0; the final"
+      " evaluation is no curve): train with --config.eval_every=N to draw this figure."
+    )
   if _THRESHOLDS.value:
-    thresholds = sorted(map(float, _THRESHOLDS.value), reverse=True)
+    try:
+      thresholds = sorted(map(float, _THRESHOLDS.value), reverse=True)
+    except ValueError:
+      raise SystemExit(
+        f"error: --thresholds must be numbers (nats); got {','.join(_THRESHOLDS.value)}."
+      ) from None
   else:
     finals = [min(v) for runs in curves.values() for _, v in runs]
     starts = [v[0] for runs in curves.values() for _, v in runs]
-    thresholds = list(np.linspace(np.median(starts), max(finals), 4))
+    thresholds = sorted(set(np.linspace(np.median(starts), max(finals), 4)), reverse=True)
+    if len(thresholds) < 2:
+      raise SystemExit(
+        "error: every run's validation curve is one value: no thresholds to draw (more periodic"
+        " validations: a smaller --config.eval_every; or give --thresholds)."
+      )
   fig, ax = plot_common.plt.subplots(figsize=(5.5, 3.8))
   offsets = np.linspace(-0.15, 0.15, len(curves))
   for offset, (estimator, runs) in zip(offsets, sorted(curves.items())):

@@ -2,7 +2,9 @@
 collapse question).
 
 One panel per workdir (e.g. one per estimator); one line per member, coloured
-by learning rate, drawn up to the member's divergence (results.json's
+by its own learning rate (results.json's members, or, before the population
+has finished, the members its search draws), titled with the members' own
+temperatures, drawn up to the member's divergence (results.json's
 ``diverged_at_step`` once the population has finished; before, the first
 logged non-finite training loss, a step of ``log_every``), where a cross marks it (at
 0 for a member that diverged before its first evaluation). Works on finished
@@ -18,6 +20,7 @@ last finite state) and its divergence step.
       --out=docs/figures/table1_L10_tau0.01_members.png
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import glob
 import json
 import math
@@ -27,6 +30,11 @@ from collections import defaultdict
 import numpy as np
 import plot_common
 from absl import app, flags
+from ml_collections import ConfigDict
+
+from experiments import search
+from experiments.listops import experiment as listops_experiment
+from experiments.vae import experiment as vae_experiment
 
 _RUNS = flags.DEFINE_list(
   "runs", None, "Population workdirs (glob patterns), one panel each.", required=True
@@ -50,6 +58,32 @@ def divergence_steps(workdir: pathlib.Path, records) -> dict[int, int]:
       if m["diverged_at_step"] is not None
     }
   return member_curves(records, "train", "")[1]
+
+
+EXPERIMENTS = {"vae": vae_experiment, "listops": listops_experiment}
+METRICS = {"accuracy": ("valid", "test"), "nll": ("valid", "test"), "neg_elbo": ("train",)}
+
+
+def member_hyperparameters(workdir: pathlib.Path, config: dict) -> dict[int, dict]:
+  """{member: its own hyperparameters and seed}: results.json's members once the population has
+  finished; before, the members its config's search draws (the same: they depend on the config
+  alone)."""
+  results = workdir / "results.json"
+  if results.is_file():
+    return {m["member"]: m for m in json.loads(results.read_text())["members"]}
+  experiment = EXPERIMENTS[config["experiment"]]
+  lists = {k: tuple(v) if isinstance(v, list) else v for k, v in config["population"].items()}
+  chosen = search.members(
+    ConfigDict({**config, "population": lists}),
+    experiment.HYPERPARAMETERS,
+    experiment.paper_search,
+  )
+  return {m.index: {**m.hyperparameters, "seed": m.seed} for m in chosen}
+
+
+def _title_part(name: str, values) -> str:
+  values = sorted(set(values))
+  return f"{name}={values[0]:g}" if len(values) == 1 else f"{name} {values[0]:g}-{values[-1]:g}"
 
 
 def member_curves(records, split, metric):
@@ -109,6 +143,11 @@ def member_table(config, records, curves, diverged) -> list[str]:
 
 def main(argv):
   del argv
+  if _METRIC.value not in METRICS or _SPLIT.value not in METRICS[_METRIC.value]:
+    allowed = "; ".join(f"{m} ({', '.join(s)})" for m, s in METRICS.items())
+    raise app.UsageError(
+      f"--metric={_METRIC.value} --split={_SPLIT.value}: the curves are one of {allowed}."
+    )
   workdirs = [pathlib.Path(d) for pattern in _RUNS.value for d in sorted(glob.glob(pattern))]
   runs = plot_common.load_runs([str(d) for d in workdirs])
   fig, axes = plot_common.plt.subplots(
@@ -117,17 +156,13 @@ def main(argv):
   for ax, workdir, (config, records) in zip(axes[0], workdirs, runs):
     curves = member_curves(records, _SPLIT.value, _METRIC.value)[0]
     diverged = divergence_steps(workdir, records)
-    rates = config["population"]["learning_rate"] or [config["learning_rate"]]
-    colours = dict(
-      zip(sorted(set(rates)), plot_common.plt.cm.viridis(np.linspace(0, 0.9, len(set(rates)))))
-    )
-    member_rate = [
-      rate for rate in rates for _ in (config["population"]["seed"] or [config["seed"]])
-    ]
+    members = member_hyperparameters(workdir, config)
+    rates = sorted({m["learning_rate"] for m in members.values()})
+    colours = dict(zip(rates, plot_common.plt.cm.viridis(np.linspace(0, 0.9, len(rates)))))
     for member, (steps, values) in sorted(curves.items()):
       end = diverged.get(member, math.inf)
       kept = [(s, v) for s, v in zip(steps, values) if s < end]
-      colour = colours[member_rate[member]] if member < len(member_rate) else "grey"
+      colour = colours[members[member]["learning_rate"]] if member in members else "grey"
       if kept:
         ax.plot(*zip(*kept), color=colour, lw=1, alpha=0.8)
       if member in diverged:
@@ -136,7 +171,8 @@ def main(argv):
       ax.plot([], [], color=colour, label=f"lr {rate:g}")
     alive = len(curves) - len(diverged)
     ax.set_title(
-      f"{plot_common.estimator_label(config['estimator'])}, tau={config['tau']:g}: "
+      f"{plot_common.estimator_label(config['estimator'])},"
+      f" {_title_part('tau', [m['tau'] for m in members.values()])}: "
       f"{len(diverged)} of {len(curves)} diverged (x), {alive} alive"
     )
     ax.set_xlabel("step")

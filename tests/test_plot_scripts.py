@@ -1,5 +1,6 @@
 """The plot_*.py scripts run on small synthetic metrics files and write PNGs."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -7,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from configs import listops_L10, vae_16ary
+from experiments.vae import experiment as vae_experiment
 from tests.cli import ROOT
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
@@ -79,14 +82,11 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   test accuracy (the earliest best validation) and its last evaluation."""
   run = tmp_path / "pop"
   run.mkdir()
-  config = {
-    "estimator": "st_gs",
-    "tau": 0.01,
-    "seed": 0,
-    "learning_rate": 0.1,
-    "population": {"learning_rate": [0.1, 0.5], "seed": [0, 1]},
-  }
-  (run / "config.json").write_text(json.dumps(config))
+  config = listops_L10.get_config()
+  config.estimator, config.tau = "st_gs", 0.01
+  config.population.search = "lists"
+  config.population.learning_rate, config.population.seed = (0.1, 0.5), (0, 1)
+  (run / "config.json").write_text(json.dumps(config.to_dict()))
   lines = []
   for step, valid, test in (
     (400, [0.5, 0.6, 0.4, 0.3], [0.55, 0.65, 0.45, 0.35]),
@@ -115,3 +115,81 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   rows = table.read_text().splitlines()
   assert rows[4] == "| 0.1 | 65.0 ± 14.1 | 55.0, 75.0 | 60.0, 75.0 | -, - |"
   assert rows[5] == "| 0.5 | 40.0 ± 7.1 | 45.0, 35.0 | 40.0, 10.0 | -, 500 |"
+
+
+def _plot_members_module():
+  spec = importlib.util.spec_from_file_location(
+    "plot_members", ROOT / "scripts" / "plot_members.py"
+  )
+  sys.path.insert(0, str(ROOT / "scripts"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
+  """A searched population's members have their own draws, not the config's defaults: before
+  results.json, the search's draws; after, results.json's."""
+  plot_members = _plot_members_module()
+  config = vae_16ary.get_config()
+  config.population.search, config.population.size = "paper", 3
+  as_json = json.loads(json.dumps(config.to_dict()))
+  members = plot_members.member_hyperparameters(tmp_path, as_json)
+  for index in range(3):
+    seed, drawn = vae_experiment.paper_search(index, 0, config)
+    assert members[index]["seed"] == seed and members[index]["tau"] == drawn["tau"]
+  assert len({m["learning_rate"] for m in members.values()}) > 1
+  assert all(m["tau"] != config.tau for m in members.values())
+  results = {"members": [{"member": 0, "learning_rate": 0.7, "tau": 0.2}]}
+  (tmp_path / "results.json").write_text(json.dumps(results))
+  assert plot_members.member_hyperparameters(tmp_path, as_json) == {0: results["members"][0]}
+  bad = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "scripts" / "plot_members.py"),
+      f"--runs={tmp_path}",
+      "--metric=foo",
+    ],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+  )
+  assert bad.returncode != 0 and "Traceback" not in bad.stderr
+  assert "--metric=foo --split=valid: the curves are one of" in bad.stderr
+
+
+def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
+  """Runs with no periodic validation (only the final evaluation's lines) draw no curve: one line
+  saying which field sets it."""
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text(json.dumps({"estimator": "st_gs"}))
+  lines = [
+    {"step": 100, "split": "train", "neg_elbo": 120.0},
+    {"step": 100, "split": "valid", "final": True, "nll": 110.0, "num_samples": 1000},
+  ]
+  (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+  result = subprocess.run(
+    [sys.executable, str(ROOT / "scripts" / "plot_convergence.py"), f"--runs={run}"],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+  )
+  assert result.returncode != 0
+  assert (
+    result.stderr.strip()
+    .splitlines()[-1]
+    .startswith("error: these runs have no periodic validation bound (config.eval_every = 0")
+  )
+  bad = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "scripts" / "plot_convergence.py"),
+      f"--runs={run}",
+      "--thresholds=abc",
+    ],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+  )
+  assert bad.returncode != 0 and "Traceback" not in bad.stderr

@@ -426,7 +426,7 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   del whole
   shards = [tmp_path / f"shard{i}" for i in range(2)]
   for i, shard in enumerate(shards):
-    run_main(
+    slice_run = run_main(
       "configs/vae_16ary.py",
       shard,
       *TINY_CLI,
@@ -434,6 +434,9 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
       f"population.shard_index={i}",
       "population.num_shards=2",
     )
+    # 3 members in 2 contiguous slices: 0-1 and 2 (np.array_split); the results line says so.
+    held = "0-1" if i == 0 else "2-2"
+    assert f"of 3, slice {i} of 2 holds {held})" in slice_run.stderr
   merge = lambda out, *workdirs: subprocess.run(
     [sys.executable, "scripts/merge_population.py", f"--out={out}", *map(str, workdirs)],
     cwd=ROOT,
