@@ -11,8 +11,10 @@ import math
 import os
 import pathlib
 import signal
+import sys
+import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -162,32 +164,94 @@ def start_or_resume(
   return checkpointer, writer, state, start
 
 
+def duration(seconds: float) -> str:
+  """A progress line's time: "42s" under a minute, "h:mm:ss" above."""
+  if not math.isfinite(seconds):
+    return "?"
+  if seconds < 60:
+    return f"{seconds:.0f}s"
+  whole = int(round(seconds))
+  return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
 class Interrupted(Exception):
   """Training stopped on SIGINT or SIGTERM after saving a checkpoint."""
 
   def __init__(self, signum: int, step: int):
-    super().__init__(
-      f"stopped by {signal.Signals(signum).name} at step {step}; the checkpoint of that step is"
-      " saved. Run the same command again to resume."
-    )
+    name = signal.Signals(signum).name
+    if step == 0:
+      message = (
+        f"stopped by {name} before the first step (nothing was trained, nothing saved); run the"
+        " same command again to start."
+      )
+    else:
+      message = (
+        f"stopped by {name} at step {step}; the checkpoint of that step is saved. Run the same"
+        " command again to resume."
+      )
+    super().__init__(message)
     self.signum = signum
 
 
 class StopSignals:
   """Turns SIGINT and SIGTERM (what batch schedulers send before preemption) into a flag.
 
-  The training loop checks ``requested`` between steps, saves a checkpoint and
-  raises :class:`Interrupted`; a second signal while saving is not lost.
+  The training loop checks ``requested`` between blocks, saves a checkpoint and
+  raises :class:`Interrupted`. The first signal is answered at once with a
+  line saying where the run will stop (``where()``: e.g. " at step 4000, in
+  ~0:01:10"), even while a block is computing; a second one quits at once,
+  keeping the last saved checkpoint (every file the run writes is complete or
+  absent: checkpoints are renamed into place, metrics lines are flushed whole).
   """
 
-  def __init__(self):
+  def __init__(self, where: Callable[[], str] = lambda: ""):
     self.signum = None
+    self._where = where
     self._previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
       try:
         self._previous[signum] = signal.signal(signum, self._handle)
       except ValueError:  # not the main thread: leave the default handlers
         pass
+    self._wakeup = None
+    if self._previous:
+      # Python runs a signal handler only between bytecodes, after a jitted block returns: the C
+      # level writes each signal's number to this pipe at once, and a thread answers from it.
+      read, write = os.pipe()
+      os.set_blocking(write, False)
+      self._previous_wakeup = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+      self._wakeup = (read, write)
+      threading.Thread(target=self._answer, args=(read,), daemon=True).start()
+
+  def _answer(self, read: int) -> None:
+    received = 0
+    while True:
+      try:
+        data = os.read(read, 64)
+      except OSError:
+        return
+      if not data:
+        return
+      for signum in data:
+        if signum not in (signal.SIGINT, signal.SIGTERM):
+          continue
+        received += 1
+        name = signal.Signals(signum).name
+        if received == 1:
+          print(
+            f"{name}: stopping after this block{self._where()}, with a checkpoint; {name} again"
+            " quits at once, keeping the last saved checkpoint.",
+            file=sys.stderr,
+            flush=True,
+          )
+        else:
+          print(
+            f"{name} again: quitting now; the last saved checkpoint stays. Run the same command"
+            " again to resume from it.",
+            file=sys.stderr,
+            flush=True,
+          )
+          os._exit(128 + signum)
 
   def _handle(self, signum, frame):
     del frame
@@ -203,8 +267,10 @@ class StopSignals:
     return self.signum is not None
 
   def stop(self, checkpointer: Checkpointer, writer: MetricsWriter, step: int, state: Any) -> None:
-    """Saves ``state`` at ``step``, closes the outputs and raises Interrupted."""
-    checkpointer.save(step, state)
+    """Saves ``state`` at ``step`` (nothing before the first step), closes the outputs and raises
+    Interrupted."""
+    if step:
+      checkpointer.save(step, state)
     writer.close()
     checkpointer.close()
     self.restore()
@@ -213,42 +279,58 @@ class StopSignals:
   def restore(self) -> None:
     for signum, handler in self._previous.items():
       signal.signal(signum, handler)
+    if self._wakeup is not None:
+      signal.set_wakeup_fd(self._previous_wakeup)
+      for fd in reversed(self._wakeup):  # the write end first: the answering thread sees the end
+        os.close(fd)
+      self._wakeup = None
 
 
 class ProgressLogger:
-  """Logs step, steps/s since the start and the ETA.
+  """Logs step, steps/s and the ETA (in h:mm:ss past a minute).
 
-  The rate is wall-clock steps per second since the start, so periodic work
-  (evaluations, variance measurements, checkpoints) is in the ETA; an estimate
-  of the final evaluation, when the experiment sets ``final_seconds``, is
-  added to it.
+  The rate is wall-clock steps per second, so periodic work (evaluations,
+  variance measurements, checkpoints) is in the ETA, but not the compilation:
+  from the second line on it is measured from the first line (the first block
+  compiles); an estimate of the final evaluation, when the experiment sets
+  ``final_seconds``, is added to it.
   """
 
   def __init__(self, first_step: int, last_step: int):
     self.last_step = last_step
     self.final_seconds = None
-    self._t0, self._s0 = time.perf_counter(), first_step
+    self.rate = float("nan")
+    self._start = (time.perf_counter(), first_step)
+    self._warm = None  # (time, step) of the first line
 
   def log(self, step: int, note: str = "", **metrics: float) -> float:
     """Logs the progress line; returns the rate (steps/s)."""
-    elapsed = time.perf_counter() - self._t0
-    rate = (step - self._s0) / elapsed if elapsed > 0 else float("nan")
+    now = time.perf_counter()
+    since = self._warm if self._warm is not None and step > self._warm[1] else self._start
+    elapsed = now - since[0]
+    self.rate = rate = (step - since[1]) / elapsed if elapsed > 0 else float("nan")
+    if self._warm is None:
+      self._warm = (now, step)
     eta = (self.last_step - step) / rate if rate > 0 else float("nan")
     final = (
-      f" (training {eta:.0f}s + final evaluation ~{self.final_seconds:.0f}s)"
+      f" (training {duration(eta)} + final evaluation ~{duration(self.final_seconds)})"
       if self.final_seconds
       else ""
     )
     eta_total = eta + (self.final_seconds or 0.0)
     values = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
     logging.info(
-      "step %d/%d  %.1f steps/s  ETA %.0fs%s  %s%s",
+      "step %d/%d  %.1f steps/s  ETA %s%s  %s%s",
       step,
       self.last_step,
       rate,
-      eta_total,
+      duration(eta_total),
       final,
       note,
       values,
     )
     return rate
+
+  def seconds_to(self, step: int, now_step: int) -> float:
+    """The time to train from ``now_step`` to ``step`` at the last rate (nan before a line)."""
+    return (step - now_step) / self.rate if self.rate > 0 else float("nan")

@@ -325,7 +325,9 @@ class Run:
   ):
     self.trainer, self.path, self.schedule = trainer, path, schedule
     self.log_names = tuple(log_names)
-    self.stop = bookkeeping.StopSignals()  # from here on, SIGINT / SIGTERM stop with a checkpoint
+    self._block = None  # (first step, last step) of the block being computed
+    # From here on, SIGINT / SIGTERM stop with a checkpoint (and are answered at once).
+    self.stop = bookkeeping.StopSignals(self._where)
     self.checkpointer, self.writer, self.state, self.start = bookkeeping.start_or_resume(
       path, trainer.init_state()
     )
@@ -370,6 +372,7 @@ class Run:
       end = min(last, step + schedule.steps_per_call)
       for every in boundaries:
         end = min(end, (step // every + 1) * every)
+      self._block = (step, end)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
       self._log(step + 1, end, to_host(metrics), alive, schedule.log_every)
@@ -386,6 +389,7 @@ class Run:
           step,
         )
         break
+    self._block = None
     if self.stop.requested:  # a signal during the last block
       self.stop.stop(self.checkpointer, self.writer, step, state)
     self.checkpointer.save(step, state)
@@ -407,6 +411,14 @@ class Run:
       time.perf_counter() - t0,
     )
     return evaluator.update(state, values)
+
+  def _where(self) -> str:
+    """Where a stop signal will stop the run (StopSignals' first answer)."""
+    if self._block is None:
+      return " (between blocks, or at the final evaluation's next batch of images)"
+    first, last = self._block
+    eta = bookkeeping.duration(self.progress.seconds_to(last, first))
+    return f" at step {last} (this block's end, ~{eta} after it began)"
 
   def record(self) -> dict:
     """results.json's record of this process's training: wall time and the steps it covers."""

@@ -15,7 +15,7 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-from experiments import population, reporting, rng, search
+from experiments import bookkeeping, population, reporting, rng, search
 from experiments.evaluators import Evaluator, Values, describe
 from experiments.vae.task import VAETask
 
@@ -63,7 +63,8 @@ class Scorer:
     size = self.task.config.eval_batch_size
     count = 1 if one else self.trainer.size
     total = np.zeros(count)
-    t0 = last_report = time.perf_counter()
+    last_report = time.perf_counter()
+    warm = None  # (time, images) after the first batch, which compiles: the rate leaves it out
     for start in range(0, len(images), size):
       self.check_stop()
       x = jnp.asarray(images[start : start + size], jnp.float32)
@@ -71,20 +72,21 @@ class Scorer:
         members, seeds, x, jnp.asarray(evaluation, jnp.int32), jnp.asarray(start, jnp.int32)
       )
       total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
-      now = time.perf_counter()
-      if label and now - last_report > self.report_every_seconds:
-        done = start + len(x)
-        rate = done / (now - t0)
+      now, done = time.perf_counter(), start + len(x)
+      if warm is None:
+        warm = (now, done)
+      elif label and now - last_report > self.report_every_seconds:
+        rate = (done - warm[1]) / (now - warm[0])
         who = f"member {member}" if one else f"{count} member{'s' * (count > 1)}"
         logging.info(
-          "evaluating %s (M=%d, %s): %d/%d images, %.1f images/s, ETA %.0fs",
+          "evaluating %s (M=%d, %s): %d/%d images, %.1f images/s, ETA %s",
           label,
           num_samples,
           who,
           done,
           len(images),
           rate,
-          (len(images) - done) / rate,
+          bookkeeping.duration((len(images) - done) / rate),
         )
         last_report = now
     return -total / len(images)
