@@ -119,19 +119,36 @@ class MetricsWriter:
           )
       board.flush()
 
-  def describe_run(self, config: dict, hyperparameters: dict[int, dict[str, float]]) -> None:
+  def describe_run(
+    self,
+    config: dict,
+    hyperparameters: dict[int, dict[str, float]],
+    metric_tags: tuple[str, ...] = (),
+  ) -> None:
     """TensorBoard: the config (text, top-level run) and each member's hyperparameters (scalars at
-    the first step)."""
+    the first step, and the HParams plugin's session with ``metric_tags`` as its metrics, so that
+    a population's members compare in its table)."""
     if self._summary_writer is None:
       return
+    from tensorboardX.summary import hparams
+
     self._board(None).add_text(
       "config",
       "```\n" + json.dumps(strict_json(config), indent=2, sort_keys=True) + "\n```",
       self._start_step,
     )
     for member, values in hyperparameters.items():
+      board = self._board(member)
       for name, value in values.items():
-        self._board(member).add_scalar(f"hyperparameters/{name}", float(value), self._start_step)
+        board.add_scalar(f"hyperparameters/{name}", float(value), self._start_step)
+      described = {
+        **{name: float(value) for name, value in values.items()},
+        "member": member,
+        "estimator": str(config.get("estimator")),
+      }
+      for summary in hparams(described, dict.fromkeys(metric_tags, 0.0)):
+        board.file_writer.add_summary(summary)
+      board.flush()
 
   def write_progress(self, step: int, steps_per_second: float) -> None:
     if self._summary_writer is not None and math.isfinite(steps_per_second):

@@ -40,8 +40,9 @@ class PopulationExperiment:
   # results.json's per-member columns in summary.md, and the two the results line shows.
   COLUMNS: ClassVar[tuple[str, ...]]
   SHOWN: ClassVar[tuple[str, str]]
-  # The train metrics the progress lines show.
+  # The train metrics the progress lines show; the TensorBoard tags of the HParams table.
   LOG_NAMES: ClassVar[tuple[str, ...]] = ()
+  METRIC_TAGS: ClassVar[tuple[str, ...]] = ()
 
   def __init__(self, config: ConfigDict):
     self.config = config
@@ -113,6 +114,7 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
     population.Schedule.from_config(config),
     config.to_dict(),
     log_names=experiment.LOG_NAMES,
+    metric_tags=experiment.METRIC_TAGS,
   )
   state = run.train(experiment.evaluators(trainer, run))
   reports, results = experiment.report(trainer, run, state)

@@ -312,7 +312,8 @@ class Run:
   Construction resumes from the workdir's newest good checkpoint (or starts);
   :meth:`train` runs to ``task.num_steps``. ``described``: the run's settings,
   shown with the members' hyperparameters on TensorBoard; ``log_names``: the
-  train metrics the progress lines show.
+  train metrics the progress lines show; ``metric_tags``: the TensorBoard tags
+  the HParams plugin's table shows beside the hyperparameters.
   """
 
   def __init__(
@@ -322,10 +323,12 @@ class Run:
     schedule: Schedule,
     described: dict,
     log_names: Sequence[str] = (),
+    metric_tags: Sequence[str] = (),
   ):
     self.trainer, self.path, self.schedule = trainer, path, schedule
     self.log_names = tuple(log_names)
     self._block = None  # (first step, last step) of the block being computed
+    self._last_progress = time.perf_counter()
     # From here on, SIGINT / SIGTERM stop with a checkpoint (and are answered at once).
     self.stop = bookkeeping.StopSignals(self._where)
     self.checkpointer, self.writer, self.state, self.start = bookkeeping.start_or_resume(
@@ -334,7 +337,11 @@ class Run:
     self.member_ids = [m.index for m in trainer.chosen]
     self.progress = bookkeeping.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
-    self.writer.describe_run(described, {m.index: m.hyperparameters for m in trainer.chosen})
+    self.writer.describe_run(
+      described,
+      {m.index: {**m.hyperparameters, "seed": m.seed} for m in trainer.chosen},
+      tuple(metric_tags),
+    )
     self.train_seconds = (
       0.0  # this process's training (a resumed run's earlier sessions are not counted)
     )
@@ -437,6 +444,8 @@ class Run:
   # Logged at their value at the step; every other train metric is averaged over the
   # log_every steps up to it (one minibatch alone makes a noisy curve).
   POINT_METRICS = ("tau",)
+  # A progress line at least this often while training, even between log_every steps.
+  PROGRESS_EVERY_SECONDS = 30.0
 
   def _log(self, first: int, last: int, metrics: dict, alive: np.ndarray, every: int):
     steps = [
@@ -455,14 +464,23 @@ class Run:
       for i, member in enumerate(self.member_ids):
         self.writer.write(step, "train", member=member, **{k: v[i] for k, v in values.items()})
       previous = step
-    if steps:
+    quiet = time.perf_counter() - self._last_progress > self.PROGRESS_EVERY_SECONDS
+    if not steps and quiet:
+      # log_every beyond this block (or the run): a progress line all the same, the block's means
+      # (shown, not written: metrics.jsonl keeps its log_every intervals).
+      values = {k: v.mean(axis=1) for k, v in metrics.items()}
+    if steps or quiet:
       shown = {
         k: float(np.mean(values[k][alive])) if alive.any() else float("nan") for k in self.log_names
       }
       note = (
         f"{alive.sum()}/{len(alive)} members alive, their mean: " if self.trainer.size > 1 else ""
       )
-      self.writer.write_progress(steps[-1], self.progress.log(steps[-1], note=note, **shown))
+      step = steps[-1] if steps else last
+      rate = self.progress.log(step, note=note, **shown)
+      if steps:
+        self.writer.write_progress(step, rate)
+      self._last_progress = time.perf_counter()
 
   def write(
     self, step: int, split: str, values: dict[str, np.ndarray], final: bool = False

@@ -92,3 +92,20 @@ def test_an_evaluator_at_start_also_measures_the_untrained_state_of_a_new_run(tm
 def test_the_default_summary_names_each_split_and_value():
   summary = StepsSeen(1).summary({"valid": {"w": np.array([1.0, 2.0, 3.0])}})
   assert summary == "valid w min 1.0000 median 2.0000 max 3.0000 (3 members)"
+
+
+def test_a_progress_line_comes_even_when_log_every_exceeds_the_run(tmp_path, caplog, monkeypatch):
+  """log_every beyond the run: a progress line after a block all the same once the last one is
+  PROGRESS_EVERY_SECONDS old (here 0), while metrics.jsonl keeps only its intervals (the last
+  step, always logged)."""
+  monkeypatch.setattr(population.Run, "PROGRESS_EVERY_SECONDS", 0.0)
+  members = [search.Member(0, 0, {"learning_rate": 0.1})]
+  trainer = population.Trainer(_counting_task(num_steps=6), members, "map")
+  run = population.Run(trainer, tmp_path, population.Schedule(2, 1000, 0), {}, log_names=("loss",))
+  with caplog.at_level("INFO"):
+    run.train()
+  run.close()
+  progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+  assert [line.split()[1] for line in progress] == ["2/6", "4/6", "6/6"]
+  lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [x["step"] for x in lines if x["split"] == "train"] == [6]

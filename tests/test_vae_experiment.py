@@ -904,6 +904,23 @@ def _tensorboard_scalars(run_dir):
   return scalars, texts
 
 
+def _hparams_session(run_dir):
+  """The HParams plugin's SessionStartInfo written in a run directory."""
+  from tensorboardX.proto import event_pb2, plugin_hparams_pb2
+
+  for file in sorted(run_dir.glob("events.out.tfevents.*")):
+    data, offset = file.read_bytes(), 0
+    while offset < len(data):
+      length = int.from_bytes(data[offset : offset + 8], "little")
+      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
+      offset += 12 + length + 4
+      for value in event.summary.value:
+        if value.tag == "_hparams_/session_start_info":
+          content = value.metadata.plugin_data.content
+          return plugin_hparams_pb2.HParamsPluginData.FromString(content).session_start_info
+  raise AssertionError(f"no HParams session in {run_dir}")
+
+
 def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
   """Train curves average the log_every steps (metrics.jsonl holds the same numbers); the final
   bounds are their own tags; num_samples is not plotted; hyperparameters, steps/s and the config."""
@@ -933,6 +950,11 @@ def test_tensorboard_events_are_averaged_with_the_final_bound_apart(tmp_path):
   )  # not at the last step
   assert set(scalars["final/valid_nll"]) == set(scalars["final/test_nll"]) == {4}
   assert scalars["hyperparameters/learning_rate"] == {0: pytest.approx(1e-3)}
+  # The HParams plugin's session: the member's hyperparameters beside the final bounds.
+  assert {"_hparams_/experiment", "_hparams_/session_start_info"} <= texts
+  start = _hparams_session(tmp_path / "tensorboard" / "member_0")
+  assert start.hparams["learning_rate"].number_value == pytest.approx(1e-3)
+  assert start.hparams["estimator"].string_value == "st_gs"
   top, top_texts = _tensorboard_scalars(tmp_path / "tensorboard")
   assert sorted(top["progress/steps_per_second"]) == [2, 4] and any(
     "config" in t for t in top_texts

@@ -195,6 +195,7 @@ class ListOpsExperiment(driver.PopulationExperiment):
   COLUMNS = ("valid_accuracy", "test_accuracy", "best_epoch")
   SHOWN = ("valid_accuracy", "test_accuracy")
   LOG_NAMES = ("loss", "accuracy")
+  METRIC_TAGS = ("valid/accuracy", "test/accuracy", "train/loss")
   paper_search = staticmethod(paper_search)
 
   def validate(self):

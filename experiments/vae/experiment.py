@@ -184,6 +184,7 @@ class VAEExperiment(driver.PopulationExperiment):
   COLUMNS = ("valid_nll", "test_nll")
   SHOWN = ("valid_nll", "test_nll")
   LOG_NAMES = ("neg_elbo", "kl")
+  METRIC_TAGS = ("final/valid_nll", "final/test_nll", "valid/nll", "train/neg_elbo")
   paper_search = staticmethod(paper_search)
 
   def validate(self) -> estimators.Estimator:
