@@ -6,7 +6,13 @@ import logging
 import math
 import pathlib
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ on sys.path)
 import matplotlib
+from ml_collections import ConfigDict
+
+from experiments import search
+from experiments.listops import experiment as listops_experiment
+from experiments.vae import experiment as vae_experiment
 
 # JAX's backend probe ("Unable to initialize backend 'tpu'") is not news to someone plotting.
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
@@ -63,3 +69,23 @@ def save(fig, out):
   fig.savefig(out, dpi=120)
   plt.close(fig)
   print(f"wrote {out}")
+
+
+EXPERIMENTS = {"vae": vae_experiment, "listops": listops_experiment}
+
+
+def member_hyperparameters(workdir: pathlib.Path, config: dict) -> dict[int, dict]:
+  """{member: its own hyperparameters and seed}: results.json's members once the population has
+  finished; before, the members its config's search draws (the same: they depend on the config
+  alone)."""
+  results = workdir / "results.json"
+  if results.is_file():
+    return {m["member"]: m for m in json.loads(results.read_text())["members"]}
+  experiment = EXPERIMENTS[config["experiment"]]
+  lists = {k: tuple(v) if isinstance(v, list) else v for k, v in config["population"].items()}
+  chosen = search.members(
+    ConfigDict({**config, "population": lists}),
+    experiment.HYPERPARAMETERS,
+    experiment.paper_search,
+  )
+  return {m.index: {**m.hyperparameters, "seed": m.seed} for m in chosen}

@@ -30,11 +30,7 @@ from collections import defaultdict
 import numpy as np
 import plot_common
 from absl import app, flags
-from ml_collections import ConfigDict
 
-from experiments import search
-from experiments.listops import experiment as listops_experiment
-from experiments.vae import experiment as vae_experiment
 
 _RUNS = flags.DEFINE_list(
   "runs", None, "Population workdirs (glob patterns), one panel each.", required=True
@@ -60,25 +56,7 @@ def divergence_steps(workdir: pathlib.Path, records) -> dict[int, int]:
   return member_curves(records, "train", "")[1]
 
 
-EXPERIMENTS = {"vae": vae_experiment, "listops": listops_experiment}
 METRICS = {"accuracy": ("valid", "test"), "nll": ("valid", "test"), "neg_elbo": ("train",)}
-
-
-def member_hyperparameters(workdir: pathlib.Path, config: dict) -> dict[int, dict]:
-  """{member: its own hyperparameters and seed}: results.json's members once the population has
-  finished; before, the members its config's search draws (the same: they depend on the config
-  alone)."""
-  results = workdir / "results.json"
-  if results.is_file():
-    return {m["member"]: m for m in json.loads(results.read_text())["members"]}
-  experiment = EXPERIMENTS[config["experiment"]]
-  lists = {k: tuple(v) if isinstance(v, list) else v for k, v in config["population"].items()}
-  chosen = search.members(
-    ConfigDict({**config, "population": lists}),
-    experiment.HYPERPARAMETERS,
-    experiment.paper_search,
-  )
-  return {m.index: {**m.hyperparameters, "seed": m.seed} for m in chosen}
 
 
 def _title_part(name: str, values) -> str:
@@ -156,7 +134,7 @@ def main(argv):
   for ax, workdir, (config, records) in zip(axes[0], workdirs, runs):
     curves = member_curves(records, _SPLIT.value, _METRIC.value)[0]
     diverged = divergence_steps(workdir, records)
-    members = member_hyperparameters(workdir, config)
+    members = plot_common.member_hyperparameters(workdir, config)
     rates = sorted({m["learning_rate"] for m in members.values()})
     colours = dict(zip(rates, plot_common.plt.cm.viridis(np.linspace(0, 0.9, len(rates)))))
     for member, (steps, values) in sorted(curves.items()):

@@ -1,6 +1,5 @@
 """The VAE encoder gradient's moments at a trained checkpoint (compare_estimators, figure_2b)."""
 
-import json
 import pathlib
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
@@ -9,7 +8,6 @@ import jax.numpy as jnp
 import numpy as np
 from ml_collections import ConfigDict
 
-from configs import vae_16ary, vae_relu_mlp
 from experiments import vae as vae_experiment
 from experiments.vae.task import VAETask
 from gr_jax import diagnostics, estimators
@@ -22,30 +20,12 @@ def mse_summary(stats, reference, reference_mean_variance) -> dict:
   return {"squared_bias": bias, "variance": variance, "mse": variance + bias}
 
 
-def saved_config(workdir: pathlib.Path) -> ConfigDict:
-  """A VAE workdir's config; one written before the Concrete model (no ``kernel_init``) is the
-  ReLU 512/256 one."""
-  saved = json.loads((workdir / "config.json").read_text())
-  if "kernel_init" in saved:
-    config = vae_16ary.get_config()
-  else:
-    config = vae_relu_mlp.get_config(str(saved["arity"]))
-  if isinstance(saved.get("center_inputs"), bool):  # the earlier switch: True = the pixel means
-    saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
-  config.update_from_flattened_dict(
-    {k: v for k, v in saved.items() if k in config and not isinstance(v, (list, dict))}
-  )
-  config.encoder_widths = tuple(saved["encoder_widths"])
-  config.decoder_widths = tuple(saved["decoder_widths"])
-  return config
-
-
 def setup(workdir: pathlib.Path, member: int, data_dir: str = ""):
   """(config, trained member state, a fixed batch of 20 training images, step) of a workdir's
   latest checkpoint: the parameters, REINFORCE baseline and input centring of population member
   ``member`` (or of a single-run checkpoint written before populations)."""
   config, state, _, data, step = vae_experiment.load_trained(
-    workdir, member, saved_config(workdir), data_dir or None
+    workdir, member, data_dir=data_dir or None
   )
   rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
   return config, state, jnp.asarray(data["train"][rows], jnp.float32), step

@@ -1,6 +1,5 @@
 """The plot_*.py scripts run on small synthetic metrics files and write PNGs."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,6 +10,9 @@ import pytest
 from configs import listops_L10, vae_16ary
 from experiments.vae import experiment as vae_experiment
 from tests.cli import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import plot_common  # noqa: E402  (a scripts/ module without flags)
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
@@ -117,24 +119,13 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   assert rows[5] == "| 0.5 | 40.0 ± 7.1 | 45.0, 35.0 | 40.0, 10.0 | -, 500 |"
 
 
-def _plot_members_module():
-  spec = importlib.util.spec_from_file_location(
-    "plot_members", ROOT / "scripts" / "plot_members.py"
-  )
-  sys.path.insert(0, str(ROOT / "scripts"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
   """A searched population's members have their own draws, not the config's defaults: before
   results.json, the search's draws; after, results.json's."""
-  plot_members = _plot_members_module()
   config = vae_16ary.get_config()
   config.population.search, config.population.size = "paper", 3
   as_json = json.loads(json.dumps(config.to_dict()))
-  members = plot_members.member_hyperparameters(tmp_path, as_json)
+  members = plot_common.member_hyperparameters(tmp_path, as_json)
   for index in range(3):
     seed, drawn = vae_experiment.paper_search(index, 0, config)
     assert members[index]["seed"] == seed and members[index]["tau"] == drawn["tau"]
@@ -142,7 +133,7 @@ def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
   assert all(m["tau"] != config.tau for m in members.values())
   results = {"members": [{"member": 0, "learning_rate": 0.7, "tau": 0.2}]}
   (tmp_path / "results.json").write_text(json.dumps(results))
-  assert plot_members.member_hyperparameters(tmp_path, as_json) == {0: results["members"][0]}
+  assert plot_common.member_hyperparameters(tmp_path, as_json) == {0: results["members"][0]}
   bad = subprocess.run(
     [
       sys.executable,

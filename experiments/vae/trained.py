@@ -16,6 +16,7 @@ from ml_collections import ConfigDict
 from experiments import checkpoints, search
 from experiments.vae import data as vae_data
 from experiments.vae.experiment import HYPERPARAMETERS, paper_search
+from experiments.vae.models import MODELS
 from experiments.vae.task import VAETask
 from gr_jax import estimators
 
@@ -46,6 +47,10 @@ def saved_config(workdir: str | pathlib.Path) -> ConfigDict:
       f"{workdir} holds a {saved.get('experiment')} run; load_trained reads VAE runs."
     )
   saved.pop("data_used", None)
+  if "kernel_init" not in saved:  # saved before the Concrete model: the ReLU 784-512-256 one
+    saved = {**MODELS["relu_mlp"].required, **saved, "model": "relu_mlp"}
+  if isinstance(saved.get("center_inputs"), bool):  # the earlier switch: True = the pixel means
+    saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
   saved.setdefault("model", "concrete")  # saved before models had names: the one-layer model
   saved.setdefault("binarization", "fixed")
   saved.setdefault("optimizer", "sgd_momentum")
