@@ -222,7 +222,8 @@ class StopSignals:
   """
 
   def __init__(self, where: Callable[[], str] = lambda: ""):
-    self.signum = None
+    self.signum = None  # the signal received by this process
+    self.agreed = None  # the signal the job stops for (``requested``)
     self._where = where
     self._previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -277,11 +278,18 @@ class StopSignals:
   @property
   def requested(self) -> bool:
     """Whether a signal arrived; in a multi-process job, at any process (so that all stop at the
-    same step)."""
-    if jax.process_count() > 1:  # every process asks at the same points of the loop
+    same step).
+
+    Every process asks at the same points of the loop and decides from the
+    gathered values alone: a signal that arrives here after the gather counts at
+    the next question, in every process alike.
+    """
+    if self.agreed is None and jax.process_count() > 1:
       received = multihost_utils.process_allgather(np.array(self.signum or 0))  # [processes]
-      self.signum = self.signum or next((int(s) for s in received.ravel() if s), None)
-    return self.signum is not None
+      self.agreed = next((int(s) for s in received.ravel() if s), None)
+    elif self.agreed is None:
+      self.agreed = self.signum
+    return self.agreed is not None
 
   def stop(self, checkpointer: Checkpointer, writer: MetricsWriter, step: int, state: Any) -> None:
     """Saves ``state`` at ``step`` (nothing before the first step), closes the outputs and raises
@@ -291,7 +299,7 @@ class StopSignals:
     writer.close()
     checkpointer.close()
     self.restore()
-    raise Interrupted(self.signum, step)
+    raise Interrupted(self.agreed, step)
 
   def restore(self) -> None:
     for signum, handler in self._previous.items():

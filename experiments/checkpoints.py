@@ -12,13 +12,15 @@ import shutil
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Sequence
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from jax.experimental import multihost_utils
 
+from experiments import search
 from experiments.config_checks import ConfigError
 from experiments.workdir import is_writer
 
@@ -150,6 +152,42 @@ def read_checkpoint(path: pathlib.Path) -> Any:
   metadata = checkpointer.metadata(path.absolute()).item_metadata.tree
   target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), metadata)
   return checkpointer.restore(path.absolute(), target)
+
+
+def to_host(tree: Any) -> Any:
+  """Numpy copies of (possibly sharded, possibly multi-host) arrays."""
+  if jax.process_count() > 1:
+    return multihost_utils.process_allgather(tree, tiled=True)
+  return jax.tree.map(np.asarray, tree)
+
+
+def check_restored_members(
+  state: dict, chosen: Sequence[search.Member], path: pathlib.Path, step: int
+) -> None:
+  """A restored checkpoint must hold the members the config describes (their hyperparameters and
+  seeds): config.json, and its backup, edited alike would otherwise report hyperparameters the
+  run did not train with.
+
+  Raises:
+    ConfigError: one line naming the first member that differs and its values.
+  """
+  saved = {name: to_host(values) for name, values in state["hyperparameters"].items()}
+  seeds = to_host(state["seed"])
+  for i, member in enumerate(chosen):
+    differ = [
+      f"{name} {float(saved[name][i]):.6g} vs {float(np.float32(value)):.6g}"
+      for name, value in member.hyperparameters.items()
+      if name in saved and saved[name][i] != np.float32(value)
+    ]
+    if seeds[i] != member.seed:
+      differ.append(f"seed {seeds[i]} vs {member.seed}")
+    if differ:
+      raise ConfigError(
+        f"--workdir {path}: its checkpoint at step {step} trained member {member.index} with other"
+        f" values than this config gives it ({', '.join(differ)}; checkpoint vs config): the run's"
+        " config.json was edited after it started. Put back the values it was started with, or"
+        " use another --workdir."
+      )
 
 
 class _OnlyOwnRecords(python_logging.Filter):

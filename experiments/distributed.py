@@ -16,6 +16,7 @@ replaces such an abort by that line.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
-from experiments import config_checks, workdir
+from experiments import config_checks, provenance, workdir
 
 REQUESTED = "GR_JAX_DISTRIBUTED"
 _WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it starts
@@ -100,17 +101,22 @@ def initialize() -> None:
 
 
 def check_same_config(config: ConfigDict, workdir_path: str) -> None:
-  """Every process must train the same config in the same workdir.
+  """Every process must run the same code (provenance.code_identity) on the same config in the
+  same workdir.
 
   Raises:
-    config_checks.ConfigError: in every process, when one was started with another
-      config or workdir than process 0 (one line naming the processes and fields).
+    config_checks.ConfigError: in every process, when one was started from other
+      code, or with another config or workdir, than process 0 (one line naming
+      the processes and what differs).
   """
   if jax.process_count() == 1:
     return
   mine = {
-    **workdir.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
-    "--workdir": workdir_path,
+    "code": provenance.flat(provenance.code_identity()),
+    "config": {
+      **workdir.flatten(json.loads(json.dumps(config.to_dict(), default=str))),
+      "--workdir": workdir_path,
+    },
   }
   text = np.frombuffer(json.dumps(mine, sort_keys=True).encode(), np.uint8)
   digests = multihost_utils.process_allgather(
@@ -118,16 +124,28 @@ def check_same_config(config: ConfigDict, workdir_path: str) -> None:
   )
   if (digests == digests[0]).all():
     return
-  # The settings themselves (padded to one length) say which fields differ.
+  # The settings themselves (padded to one length) say what differs.
   length = int(multihost_utils.process_allgather(np.array([len(text)])).max())
   texts = multihost_utils.process_allgather(np.pad(text, (0, length - len(text))))
   settings = [json.loads(bytes(t).rstrip(b"\0")) for t in texts]
+  code = [
+    f"process {process}: {'; '.join(provenance.differences(settings[0]['code'], theirs['code']))}"
+    for process, theirs in enumerate(settings[1:], 1)
+    if theirs["code"] != settings[0]["code"]
+  ]
+  if code:
+    raise config_checks.ConfigError(
+      f"the processes of this job run other code than process 0's ({'; '.join(code)}, from"
+      " process 0's to theirs). Start every process from the same checkout, in the same"
+      " environment."
+    )
   differing = []
   for process, theirs in enumerate(settings[1:], 1):
+    ours, theirs = settings[0]["config"], theirs["config"]
     fields = [
-      f"{field} ({settings[0].get(field)!r} vs {theirs.get(field)!r})"
-      for field in sorted(set(theirs) | set(settings[0]))
-      if theirs.get(field) != settings[0].get(field)
+      f"{field} ({ours.get(field)!r} vs {theirs.get(field)!r})"
+      for field in sorted(set(theirs) | set(ours))
+      if theirs.get(field) != ours.get(field)
     ]
     if fields:
       differing.append(f"process {process}: {', '.join(fields)}")
@@ -199,6 +217,9 @@ def supervise(argv: list[str]) -> int:
     text=True,
     errors="replace",
     env={**os.environ, _WORKER: str(os.getpid())},
+    # Its own process group: a signal sent to the whole job (a scheduler's, a terminal's Ctrl-C)
+    # reaches it once, passed on from here, not twice (a second signal quits at once).
+    process_group=0,
   )
   previous = {
     s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS
@@ -243,9 +264,19 @@ def in_worker() -> bool:
   return bool(os.environ.get(_WORKER))
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def stop_with_supervisor() -> None:
-  """In the training process: exits at once if the supervisor is killed (no process left behind)."""
+  """In the training process: exits at once if the supervisor is killed (no process left behind).
+
+  The supervisor started it in its own process group, so a SIGKILL to the supervisor's group does
+  not reach it: on Linux the kernel kills it with its parent (no step is trained, no checkpoint
+  written after the supervisor's end); elsewhere a thread notices within a second.
+  """
   supervisor = int(os.environ[_WORKER])
+  if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
   def watch():
     while os.getppid() == supervisor:

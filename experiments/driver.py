@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Sequence
 
 from ml_collections import ConfigDict
 
-from experiments import population, reporting, schedules, search, workdir
+from experiments import config_checks, population, reporting, schedules, search, workdir
 from experiments.evaluators import Evaluator
 
 
@@ -93,6 +93,7 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
   population.use_cpu_cores(config, len(chosen))
   schedules.check_schedule_floor(config, chosen)
   data, sources = experiment.load_data()
+  require_examples(data, sources)
   num_steps = experiment.num_steps(data)
   path, finished = workdir.prepare_workdir(
     workdir_path,
@@ -104,6 +105,7 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
     evaluation_fields=experiment.EVALUATION_FIELDS,
   )
   if finished is not None:
+    _require_a_trained_member(finished)
     return finished
   trainer = population.Trainer(
     experiment.task(estimator, data), chosen, config.population.vectorize
@@ -136,4 +138,24 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
   )
   reporting.log_selection(results, experiment.SELECTION[0], experiment.SHOWN)
   run.close()
+  _require_a_trained_member(results)
   return results
+
+
+def require_examples(data, sources: dict[str, str]) -> None:
+  """Refuses (one line, before training) a split without examples: a run would train on nothing,
+  or report a NaN bound or select on nothing."""
+  for split in ("train", "valid", "test"):
+    rows = data[split] if isinstance(data, dict) else getattr(data, split)
+    if len(rows) == 0:
+      raise config_checks.ConfigError(
+        f"the {split} split holds no examples (read from {sources.get(split, 'the dataset')}):"
+        " point config.data_dir at a complete copy of the dataset."
+      )
+
+
+def _require_a_trained_member(results: dict) -> None:
+  """Raises reporting.NoMemberTrained when every member diverged (a nonzero exit, not a result)."""
+  failure = reporting.no_member_trained(results)
+  if failure is not None:
+    raise failure

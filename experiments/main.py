@@ -20,7 +20,16 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from experiments import bookkeeping, config_checks, distributed, listops, toy_qp, vae, workdir
+from experiments import (
+  bookkeeping,
+  config_checks,
+  distributed,
+  listops,
+  reporting,
+  toy_qp,
+  vae,
+  workdir,
+)
 from gr_jax.data import InvalidDataError
 
 EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
@@ -79,8 +88,12 @@ def main(argv):
         logging.set_verbosity(logging.WARNING)
       distributed.check_same_config(config, _WORKDIR.value)
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
-    workdir.unlock_workdirs()
-  except (config_checks.ConfigError, FileNotFoundError, InvalidDataError) as e:
+  except (
+    config_checks.ConfigError,
+    FileNotFoundError,
+    InvalidDataError,
+    reporting.NoMemberTrained,
+  ) as e:
     logging.flush()
     sys.exit(f"error: {e}")
   except OSError as e:  # a workdir that cannot be written, a full disk
@@ -109,6 +122,8 @@ def main(argv):
     logging.flush()
     print(lost, file=sys.stderr, flush=True)
     os._exit(1)  # not sys.exit: JAX's shutdown would wait for the lost process, then abort
+  finally:  # a run that ended, finished or stopped, leaves no .lock (a killed one's is stale)
+    workdir.unlock_workdirs()
 
 
 _ASSIGNMENT = re.compile(r"^\s*config\.(\w+) = [^#]*?(?:\s+#\s*(.*))?$")

@@ -36,12 +36,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping, config_checks, distributed, rng
+from experiments import bookkeeping, checkpoints, config_checks, distributed, provenance, rng
+from experiments.checkpoints import to_host
 from experiments.search import Member
+from experiments.workdir import require_workdir
 
 if TYPE_CHECKING:
   from experiments.evaluators import Evaluator
@@ -126,13 +127,6 @@ class Task:
   @property
   def steps_per_epoch(self) -> int:
     return self.num_examples // self.batch_size
-
-
-def to_host(tree: Any) -> Any:
-  """Numpy copies of (possibly sharded, possibly multi-host) arrays."""
-  if jax.process_count() > 1:
-    return multihost_utils.process_allgather(tree, tiled=True)
-  return jax.tree.map(np.asarray, tree)
 
 
 class Trainer:
@@ -334,6 +328,13 @@ class Run:
     self.checkpointer, self.writer, self.state, self.start = bookkeeping.start_or_resume(
       path, trainer.init_state()
     )
+    if self.start:
+      try:
+        checkpoints.check_restored_members(self.state, trainer.chosen, path, self.start)
+      except config_checks.ConfigError:
+        self.close()
+        raise
+    self.segments = provenance.record_start(path, self.start)
     self.member_ids = [m.index for m in trainer.chosen]
     self.progress = bookkeeping.ProgressLogger(self.start, trainer.task.num_steps)
     self.last_step = self.start
@@ -382,6 +383,7 @@ class Run:
       self._block = (step, end)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
+      require_workdir(self.path, end)
       self._log(step + 1, end, to_host(metrics), alive, schedule.log_every)
       step = end
       for evaluator in evaluators:
@@ -390,11 +392,7 @@ class Run:
       if schedule.checkpoint_every and step % schedule.checkpoint_every == 0:
         self.checkpointer.save(step, state)
       if not alive.any():
-        logging.error(
-          "every member diverged by step %d; stopping. Lower the learning rate(s) or set gradient"
-          " clipping.",
-          step,
-        )
+        logging.error("every member diverged by step %d; stopping.", step)
         break
     self._block = None
     if self.stop.requested:  # a signal during the last block
@@ -428,10 +426,12 @@ class Run:
     return f" at step {last} (this block's end, ~{eta} after it began)"
 
   def record(self) -> dict:
-    """results.json's record of this process's training: wall time and the steps it covers."""
+    """results.json's record of the training: this process's wall time and the steps it covers;
+    the code each segment of the steps was trained with."""
     return {
       "training_wall_time_s": round(self.train_seconds, 3),
       "training_wall_time_steps": [self.start, self.last_step],
+      "code_segments": provenance.finished_segments(self.segments, self.last_step),
     }
 
   def check_stop(self) -> None:
@@ -439,7 +439,7 @@ class Run:
     trained model's checkpoint is saved, so a rerun evaluates it again."""
     if self.stop.requested:
       self.close()
-      raise bookkeeping.Interrupted(self.stop.signum, self.last_step)
+      raise bookkeeping.Interrupted(self.stop.agreed, self.last_step)
 
   # Logged at their value at the step; every other train metric is averaged over the
   # log_every steps up to it (one minibatch alone makes a noisy curve).

@@ -4,40 +4,14 @@ from __future__ import annotations
 
 import math
 import pathlib
-import subprocess
 from typing import Sequence
 
 import jax
 from absl import logging
 from ml_collections import ConfigDict
 
-from experiments import workdir
+from experiments import provenance, workdir
 from experiments.search import HYPERPARAMETERS, Member, population_size
-
-
-def software_record() -> dict:
-  """The versions that trained a run, and the clone's git commit when run from one."""
-  import flax
-  import optax
-
-  record = {
-    "versions": {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
-  }
-  root = pathlib.Path(__file__).resolve().parents[1]
-  if (root / ".git").exists():
-
-    def git(*args):
-      result = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30
-      )
-      return result.stdout.strip() if result.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if commit:
-      record["git_commit"] = commit + (
-        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""
-      )
-  return record
 
 
 def device_name() -> str:
@@ -57,11 +31,53 @@ def member_report(member: Member, results: dict, diverged_at: int) -> dict:
 
 
 def select(reports: Sequence[dict], metric: str, mode: str) -> dict | None:
-  """The member with the best finite ``metric`` (the paper's model selection on validation)."""
+  """The member with the best finite ``metric`` (the paper's model selection on validation).
+
+  A diverged member (evaluated in its last finite state) is never chosen over one that trained to
+  the end; when every member diverged, none is (see :func:`no_member_trained`).
+  """
   finite = [r for r in reports if r.get(metric) is not None and math.isfinite(r[metric])]
-  if not finite:
+  trained = [r for r in finite if r.get("diverged_at_step") is None]
+  if not trained:
     return None
-  return (min if mode == "min" else max)(finite, key=lambda r: r[metric])
+  return (min if mode == "min" else max)(trained, key=lambda r: r[metric])
+
+
+class NoMemberTrained(Exception):
+  """Every member of the population diverged: there is no result to report."""
+
+
+def no_member_trained(results: dict) -> NoMemberTrained | None:
+  """Every member diverged: one line naming them, their steps and the fields to change."""
+  members = results["members"]
+  if not members or any(m["diverged_at_step"] is None for m in members):
+    return None
+  first = min(members, key=lambda m: m["diverged_at_step"])
+  values = ", ".join(f"{f}={first[f]:.3g}" for f in HYPERPARAMETERS if f in first)
+  return NoMemberTrained(
+    f"no member trained: every member diverged (member {first['member']} first, at step"
+    f" {first['diverged_at_step']}, with {values}; results.json lists them all). "
+    + divergence_advice(members)
+  )
+
+
+def divergence_advice(members: Sequence[dict]) -> str:
+  """What to change: the fields whose values are far outside what trains (a temperature near 0
+  overflows the relaxation's gradient; a large learning rate or weight decay the updates)."""
+
+  def largest(field):
+    return max((m[field] for m in members if field in m), default=None)
+
+  advice = []
+  tau = min((m["tau"] for m in members if "tau" in m), default=None)
+  if tau is not None and tau < 1e-2:
+    advice.append(f"raise tau (the smallest is {tau:.3g}; the paper's are 0.1 to 1)")
+  if (largest("weight_decay") or 0) > 1e-2:
+    advice.append(f"lower weight_decay (the largest is {largest('weight_decay'):.3g})")
+  lr = largest("learning_rate")
+  if lr is not None and (lr > 1 or not advice):
+    advice.append(f"lower learning_rate (the largest is {lr:.3g})")
+  return "Change the config: " + "; ".join(advice) + "."
 
 
 def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
@@ -112,7 +128,7 @@ def finish(
     "population_size": population_size(config),
     "shard": [config.population.shard_index, config.population.num_shards],
     "device": device_name(),
-    **software_record(),
+    **provenance.code_identity(),
   }
   return write_results(path, reports, metric, mode, common_results, columns)
 

@@ -33,11 +33,23 @@ class Rule:
 
 
 # Every hyperparameter a population may vary per member, and its rule.
+# The members train in float32: a value it rounds to 0 or to inf (tau = 1e-300, a learning rate of
+# 1e39) is refused here rather than met as every member diverged at step 1.
+_FLOAT32_TINY, _FLOAT32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 HYPERPARAMETERS = {
-  "learning_rate": Rule("a number > 0", lambda v: v > 0),
+  "learning_rate": Rule(
+    f"a number in [{_FLOAT32_TINY:.3g}, {_FLOAT32_MAX:.3g}] (float32, > 0)",
+    lambda v: _FLOAT32_TINY <= v <= _FLOAT32_MAX,
+  ),
   "momentum": Rule("a number in [0, 1)", lambda v: 0 <= v < 1),
-  "weight_decay": Rule("a number >= 0", lambda v: v >= 0),
-  "tau": Rule("a finite number > 0", lambda v: math.isfinite(v) and v > 0),
+  "weight_decay": Rule(
+    f"0 or a number in [{_FLOAT32_TINY:.3g}, {_FLOAT32_MAX:.3g}] (float32)",
+    lambda v: v == 0 or _FLOAT32_TINY <= v <= _FLOAT32_MAX,
+  ),
+  "tau": Rule(
+    f"a number in [{_FLOAT32_TINY:.3g}, {_FLOAT32_MAX:.3g}] (float32, > 0)",
+    lambda v: _FLOAT32_TINY <= v <= _FLOAT32_MAX,
+  ),
 }
 
 

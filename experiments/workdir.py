@@ -14,10 +14,13 @@ import json
 import math
 import os
 import pathlib
+import socket
 from typing import Any, Mapping
 
 import jax
+import numpy as np
 from absl import logging
+from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
 from experiments.config_checks import ConfigError
@@ -132,8 +135,8 @@ def differing_fields(
 _LOCKS: dict[pathlib.Path, Any] = {}
 
 
-def _lock_name() -> str:
-  return ".lock" if jax.process_count() == 1 else f".lock.process{jax.process_index()}"
+LOCK_FILE = ".lock"
+_HOLDER_BYTES = 256  # process 0 tells the others who holds the lock in at most this many bytes
 
 
 def lock_workdir(path: pathlib.Path) -> None:
@@ -141,35 +144,58 @@ def lock_workdir(path: pathlib.Path) -> None:
 
   The operating system releases it when the process ends, however it ends, so
   a lock left by a dead run never blocks. A second run on the same workdir is
-  refused with one line. The processes of a multi-process job each take their
-  own (``.lock.process<i>``).
+  refused with one line. In a multi-process job, process 0 takes the lock for
+  the job (one protocol for every kind of run: a single-process run and a job
+  on one workdir exclude each other), and every process learns whether it got it.
   """
   path = path.resolve()
   if path in _LOCKS:
     return
-  handle = open(path / _lock_name(), "a+")
-  try:
-    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except BlockingIOError:
-    handle.seek(0)
-    holder = handle.read().strip() or "another process"
-    handle.close()
+  refused = None
+  if is_writer():
+    handle = open(path / LOCK_FILE, "a+")
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      handle.seek(0)
+      refused = handle.read().strip() or "another process"
+      handle.close()
+    else:
+      handle.seek(0)
+      handle.truncate()
+      who = f" (process 0 of a {jax.process_count()}-process job)" * (jax.process_count() > 1)
+      handle.write(f"pid {os.getpid()} on {socket.gethostname()}{who}")
+      handle.flush()
+      _LOCKS[path] = handle
+  if jax.process_count() > 1:  # every process learns process 0's answer: who holds the lock
+    text = (refused or "").encode()[: _HOLDER_BYTES - 1]
+    message = np.zeros(_HOLDER_BYTES, np.int32)
+    message[0], message[1 : 1 + len(text)] = len(text), list(text)
+    message = np.asarray(multihost_utils.broadcast_one_to_all(message))
+    refused = bytes(message[1 : 1 + message[0]].tolist()).decode(errors="replace") or None
+  if refused:
     raise ConfigError(
-      f"--workdir {path} is in use by another run ({holder}); wait for it to end or use another"
+      f"--workdir {path} is in use by another run ({refused}); wait for it to end or use another"
       " --workdir."
-    ) from None
-  handle.seek(0)
-  handle.truncate()
-  handle.write(f"pid {os.getpid()}")
-  handle.flush()
-  _LOCKS[path] = handle
+    )
+
+
+def require_workdir(path: pathlib.Path, step: int) -> None:
+  """Raises FileNotFoundError (one line) when the run's workdir was deleted, moved or replaced by a
+  file while it trained: nothing more it writes could be found again."""
+  if not (path / "config.json").is_file():
+    raise FileNotFoundError(
+      f"--workdir {path} was deleted, moved or replaced while the run trained (its config.json is"
+      f" gone); the run stopped after step {step}, saving nothing more. Start it again in a"
+      " workdir that stays (a copy of the old one resumes from its last checkpoint)."
+    )
 
 
 def unlock_workdirs() -> None:
-  """Removes this process's workdir locks (a run that ended normally leaves no .lock behind)."""
+  """Removes the workdir locks this process took (a run that ended normally leaves no .lock)."""
   for path, handle in list(_LOCKS.items()):
     with contextlib.suppress(OSError):
-      (path / _lock_name()).unlink()
+      (path / LOCK_FILE).unlink()
     handle.close()
     del _LOCKS[path]
 

@@ -15,7 +15,7 @@ import pathlib
 
 from absl import app, flags
 
-from experiments import reporting, workdir
+from experiments import provenance, reporting, workdir
 from experiments.listops import experiment as listops
 from experiments.vae import experiment as vae
 
@@ -23,8 +23,22 @@ _OUT = flags.DEFINE_string(
   "out", None, "Directory for the merged results.json and summary.md.", required=True
 )
 
+_ACCEPT_MIXED_CODE = flags.DEFINE_bool(
+  "accept_mixed_code",
+  False,
+  "Merge slices trained (or resumed) on other code (git commit, sources, jax / jaxlib / flax /"
+  " optax versions); results.json then records each slice's code segments.",
+)
+
 # Keys that differ between the slices of one population.
-_PER_SLICE = {"members", "shard", "selected_member", "final_eval_seconds", "trained_steps"}
+_PER_SLICE = {
+  "members",
+  "shard",
+  "selected_member",
+  "final_eval_seconds",
+  "trained_steps",
+  "code_segments",
+}
 
 
 # (config field, results.json field) that a finished slice's results must match: a slice whose
@@ -49,7 +63,37 @@ def _read_json(path: pathlib.Path) -> dict:
     ) from None
 
 
-def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
+def _code_segments(results: dict) -> list[dict]:
+  """A slice's code segments (a run from before they were recorded: its one identity)."""
+  return results.get("code_segments") or [
+    {k: results[k] for k in ("git_commit", "source_sha256", "versions") if k in results}
+  ]
+
+
+def _check_code(workdirs: list[pathlib.Path], slices: list[dict], accept_mixed: bool) -> dict:
+  """results.json's record of the code the slices were trained with; refuses mixed code unless
+  ``accept_mixed``."""
+  segments = [_code_segments(results) for results in slices]
+  reference = segments[0][0]
+  for workdir_path, theirs in zip(workdirs, segments):
+    changed = []
+    for segment in theirs:
+      changed = changed or provenance.differences(reference, segment)
+    if changed and not accept_mixed:
+      raise SystemExit(
+        f"error: {workdir_path} was trained (in part) on other code than the first steps of"
+        f" {workdirs[0]} ({'; '.join(changed)}): its members would not be comparable. Retrain it"
+        " on one code, or pass --accept_mixed_code to merge them all the same (each slice's code"
+        " is recorded)."
+      )
+    if changed:
+      print(f"warning: {workdir_path} was trained (in part) on other code: {'; '.join(changed)}")
+  if all(s == segments[0] for s in segments):
+    return {"code_segments": segments[0]}
+  return {"code_segments_by_slice": {str(w): s for w, s in zip(workdirs, segments)}}
+
+
+def merge(workdirs: list[pathlib.Path], out: pathlib.Path, accept_mixed_code: bool = False) -> dict:
   if not workdirs:
     raise SystemExit("error: give the workdirs of the slices to merge (every shard's, once).")
   if out.resolve() in {w.resolve() for w in workdirs} or _is_run_workdir(out):
@@ -91,6 +135,7 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
         f"error: {workdir_path} is not a slice of the population in {workdirs[0]}:"
         f" {', '.join(mismatch)} differ."
       )
+  code = _check_code(workdirs, slices, accept_mixed_code)
   reports = sorted((m for s in slices for m in s["members"]), key=lambda m: m["member"])
   indices = [m["member"] for m in reports]
   if indices != list(range(first["population_size"])):
@@ -106,6 +151,7 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
     shard=[0, 1],
     merged_from=[str(w) for w in workdirs],
     trained_steps=min(s["trained_steps"] for s in slices),
+    **code,
   )
   try:
     out.mkdir(parents=True, exist_ok=True)
@@ -115,7 +161,9 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path) -> dict:
 
 
 def main(argv):
-  results = merge([pathlib.Path(a) for a in argv[1:]], pathlib.Path(_OUT.value))
+  results = merge(
+    [pathlib.Path(a) for a in argv[1:]], pathlib.Path(_OUT.value), _ACCEPT_MIXED_CODE.value
+  )
   print((pathlib.Path(_OUT.value) / "summary.md").read_text())
   print(f"selected member {results['selected_member']} by {' '.join(results['selected_by'])}")
 

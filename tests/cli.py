@@ -1,6 +1,7 @@
 """Runs the real CLI (python -m experiments.main) in a subprocess, for tests."""
 
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -21,3 +22,15 @@ def run_main(
   if check and result.returncode != 0:
     raise AssertionError(f"{' '.join(command)} failed:\n{result.stderr[-4000:]}")
   return result
+
+
+def edited_copy_of_the_code(directory: pathlib.Path) -> pathlib.Path:
+  """A copy of the code (gr_jax/, experiments/, configs/) whose sources differ from the clone's
+  by one comment: "other code" for provenance checks. Run the CLI in it with ``cwd=`` the copy."""
+  for package in ("gr_jax", "experiments", "configs"):
+    shutil.copytree(
+      ROOT / package, directory / package, ignore=shutil.ignore_patterns("__pycache__")
+    )
+  with open(directory / "gr_jax" / "__init__.py", "a") as source:
+    source.write("# an edit\n")
+  return directory

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.cli import ROOT, main_command, run_main
+from tests.cli import ROOT, edited_copy_of_the_code, main_command, run_main
 from tests.test_listops_experiment import TINY as LISTOPS_TINY
 from tests.test_vae_experiment import TINY as VAE_TINY
 
@@ -42,6 +42,7 @@ def _start(
   port: int | None = None,
   process_ids=None,
   environment=None,
+  cwd=ROOT,
 ) -> list[subprocess.Popen]:
   """The job's processes (each in its own session: a test can kill one with its children)."""
   port = port or _free_port()
@@ -60,7 +61,7 @@ def _start(
     processes.append(
       subprocess.Popen(
         command,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -127,7 +128,7 @@ VAE = (
   "variance_every=0",
   "mse_every=0",
   "eval_every=0",
-  "num_steps=600",
+  "num_steps=1000",
   "steps_per_call=100",
   "log_every=100",
   "checkpoint_every=100",
@@ -142,17 +143,21 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   _wait_for(job / "checkpoints" / "200", processes)
   for process in processes:
     _kill(process)
-  # Resumed; SIGTERM (a scheduler's preemption) to process 1 alone: both stop at the same step.
-  processes = _start(*VAE[:1], job, *VAE[1:])
-  _wait_for(job / "checkpoints" / "300", processes)
-  processes[1].send_signal(signal.SIGTERM)
-  stopped = _finish(processes)
-  lasts = [stderr.strip().splitlines()[-1] for _, stderr in stopped]
-  assert [code for code, _ in stopped] == [128 + signal.SIGTERM] * 2, lasts
-  assert lasts[0] == lasts[1] and lasts[0].startswith("interrupted: stopped by SIGTERM at step ")
+  # Resumed; SIGTERM (a scheduler's preemption) to one process, at several moments: all stop at
+  # the same step. Process 0 decides with process 1 from the signals gathered at the same point.
+  for signalled, checkpoint, delay in ((1, 300, 0.0), (0, 500, 0.0), (0, 700, 0.5)):
+    processes = _start(*VAE[:1], job, *VAE[1:])
+    _wait_for(job / "checkpoints" / str(checkpoint), processes)
+    time.sleep(delay)
+    processes[signalled].send_signal(signal.SIGTERM)
+    stopped = _finish(processes)
+    lasts = [stderr.strip().splitlines()[-1] for _, stderr in stopped]
+    assert [code for code, _ in stopped] == [128 + signal.SIGTERM] * 2, lasts
+    assert lasts[0] == lasts[1] and lasts[0].startswith("interrupted: stopped by SIGTERM at step ")
+    assert not any("Traceback" in stderr or "Fatal Python" in stderr for _, stderr in stopped)
   # Resumed; then process 1 alone dies: process 0 stops by itself, in one line naming it.
   processes = _start(*VAE[:1], job, *VAE[1:])
-  _wait_for(job / "checkpoints" / "500", processes)
+  _wait_for(job / "checkpoints" / "900", processes)
   lost_at = time.monotonic()
   _kill(processes[1])
   ((code, stderr),) = _finish(processes[:1], timeout=120)
@@ -166,8 +171,9 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   assert stopped_after < HEARTBEAT_TIMEOUT_S + 30
   # Resumed again to the end: the same numbers as the uninterrupted one-process run.
   zero, one = _run_job(*VAE[:1], job, *VAE[1:])
-  assert "resumed from the checkpoint at step 500" in zero
-  assert "step 600/600" in zero and "step 600/600" not in one  # process 0 alone logs the progress
+  assert "resumed from the checkpoint at step 900" in zero
+  # Process 0 alone logs the progress.
+  assert "step 1000/1000" in zero and "step 1000/1000" not in one
   assert _outputs(job) == _outputs(tmp_path / "one")
   assert sorted(p.name for p in job.iterdir() if p.name.startswith(".lock")) == []
 
@@ -183,11 +189,11 @@ def test_listops_population_over_two_processes_equals_one_process_and_continues_
   assert _outputs(tmp_path / "two") == _outputs(tmp_path / "one")
 
 
-def _one_line_each(results: list[tuple[int, str]], expected: str) -> None:
+def _one_line_each(results: list[tuple[int, str]], *expected: str) -> None:
   for code, stderr in results:
     last = stderr.strip().splitlines()[-1]
     assert code != 0 and "Traceback" not in stderr and "Check failure" not in stderr, stderr[-2000:]
-    assert expected in last, last
+    assert all(part in last for part in expected), last
 
 
 def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
@@ -202,6 +208,33 @@ def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
   processes = _start(*tiny[:1], tmp_path / "b", *tiny[1:], port=port, process_ids=[0])
   processes += _start(*tiny[:1], tmp_path / "b", *tiny[1:], "tau=0.7", port=port, process_ids=[1])
   _one_line_each(_finish(processes), "other configs than process 0's (process 1: tau (0.5 vs 0.7))")
+  # A process started from other code (its sources edited).
+  copy = edited_copy_of_the_code(tmp_path / "copy")
+  port = _free_port()
+  processes = _start(*tiny[:1], tmp_path / "code", *tiny[1:], port=port, process_ids=[0])
+  processes += _start(*tiny[:1], tmp_path / "code", *tiny[1:], port=port, process_ids=[1], cwd=copy)
+  _one_line_each(
+    _finish(processes),
+    "run other code than process 0's (process 1: ",
+    "the sources of gr_jax/ and experiments/ (sha256 ",
+  )
+  assert not (tmp_path / "code" / "checkpoints").exists()
+  # A workdir that a single-process run holds: the job is refused (one lock for every kind of run).
+  single = subprocess.Popen(
+    main_command(*tiny[:1], tmp_path / "held", *tiny[1:-1], "num_steps=100000"),
+    cwd=ROOT,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+    start_new_session=True,
+  )
+  try:
+    _wait_for(tmp_path / "held" / "metrics.jsonl", [single])
+    _one_line_each(
+      _finish(_start(*tiny[:1], tmp_path / "held", *tiny[1:-1], "num_steps=100000")),
+      f"--workdir {tmp_path / 'held'} is in use by another run (pid {single.pid} on ",
+    )
+  finally:
+    _kill(single)
   # A coordinator that nobody starts: process 1 alone gives up after GR_JAX_INIT_TIMEOUT_S.
   started = time.monotonic()
   alone = _finish(

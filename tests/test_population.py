@@ -479,6 +479,26 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   # unwritable --out are one line each.
   (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
   assert merge(tmp_path / "safe", *shards).returncode == 0
+  assert (
+    json.loads((tmp_path / "safe" / "results.json").read_text())["code_segments"]
+    == single["code_segments"]
+  )
+  # A slice trained on other code (here: another jax) is refused, or merged when accepted, with
+  # each slice's code recorded.
+  results = json.loads((shards[1] / "results.json").read_text())
+  other = [{**s, "versions": {**s["versions"], "jax": "0.0.1"}} for s in results["code_segments"]]
+  (shards[1] / "results.json").write_text(json.dumps({**results, "code_segments": other}))
+  mixed = merge(tmp_path / "mixed", *shards)
+  assert mixed.returncode != 0 and "Traceback" not in mixed.stderr
+  assert last_line(mixed).startswith(
+    f"error: {shards[1]} was trained (in part) on other code than the first steps of {shards[0]}"
+    f" (jax {jax.__version__} -> 0.0.1)"
+  )
+  accepted = merge(tmp_path / "mixed", "--accept_mixed_code", *shards)
+  assert accepted.returncode == 0 and "warning: " in accepted.stdout
+  by_slice = json.loads((tmp_path / "mixed" / "results.json").read_text())["code_segments_by_slice"]
+  assert by_slice == {str(shards[0]): single["code_segments"], str(shards[1]): other}
+  (shards[1] / "results.json").write_text(json.dumps(results))
   unwritable = merge(tmp_path / "safe" / "summary.md" / "x", *shards)
   (shards[1] / "results.json").write_text("{")
   for result, expected in (
@@ -558,6 +578,34 @@ def test_no_selectable_member_is_said_in_one_line(caplog):
     " results are in"
     " results.json.",
   ]
+
+
+def test_a_diverged_member_is_never_selected_over_a_trained_one():
+  """A member evaluated in its last finite state (diverged at step 3) has the best number here, yet
+  the member that trained to the end is the result; when every member diverged, none is, and the
+  run's error names the field to change."""
+  trained = {"member": 0, "valid_nll": 120.0, "diverged_at_step": None, "learning_rate": 1e-3}
+  diverged = {"member": 1, "valid_nll": 90.0, "diverged_at_step": 3, "learning_rate": 1e30}
+  assert reporting.select([trained, diverged], "valid_nll", "min") is trained
+  assert reporting.select([diverged], "valid_nll", "min") is None
+  assert reporting.no_member_trained({"members": [trained, diverged]}) is None
+  failure = str(reporting.no_member_trained({"members": [diverged]}))
+  assert failure.startswith("no member trained: every member diverged (member 1 first, at step 3")
+  assert failure.endswith("Change the config: lower learning_rate (the largest is 1e+30).")
+  cold = {**diverged, "learning_rate": 1e-3, "tau": 1e-20, "weight_decay": 0.0}
+  assert "raise tau (the smallest is 1e-20" in str(reporting.no_member_trained({"members": [cold]}))
+
+
+@pytest.mark.parametrize(
+  "field, value",
+  [("tau", 1e-300), ("tau", float("inf")), ("learning_rate", float("inf")), ("weight_decay", 1e39)],
+)
+def test_hyperparameters_float32_rounds_to_zero_or_inf_are_refused(field, value):
+  """float32 holds neither: the members would diverge at step 1 (every one of them)."""
+  config = vae_16ary.get_config()
+  config[field] = value
+  with pytest.raises(config_checks.ConfigError, match=rf"^config\.{field} must be .*float32"):
+    search.check(config, vae.HYPERPARAMETERS)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import pytest
 from flax import nnx
 
 from configs import vae_16ary
-from experiments import checkpoints, config_checks, population, search, workdir
+from experiments import checkpoints, config_checks, driver, population, search, workdir
 from experiments.vae import data as vae_data
 from experiments.vae import experiment as vae
 from experiments.vae.evaluation import Scorer
@@ -77,7 +78,7 @@ def test_two_step_run_writes_outputs(tmp_path):
   assert results["steps"] == 2 and np.isfinite(results["test_nll"])
   # The run's record: versions, the clone's commit, this process's training time; no lock left.
   assert (
-    set(results["versions"]) == {"jax", "flax", "optax"}
+    set(results["versions"]) == {"jax", "jaxlib", "flax", "optax"}
     and results["versions"]["jax"] == jax.__version__
   )
   assert (ROOT / ".git").exists() <= (len(results.get("git_commit", "")) >= 40)
@@ -361,6 +362,30 @@ def _read_only(path):
     subprocess.run(["umount", str(path)], check=True)
 
 
+def test_config_and_backup_edited_alike_are_refused_by_the_checkpoint(tmp_path):
+  run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  # Both copies of the config edited: they agree with the command, the checkpoint does not.
+  for name in ("config.json", "config.backup.json"):
+    config = json.loads((tmp_path / name).read_text())
+    (tmp_path / name).write_text(json.dumps({**config, "tau": 0.7}))
+  edited = run_main(
+    "configs/vae_16ary.py",
+    tmp_path,
+    *TINY,
+    "num_steps=4",
+    "estimator=st_gs",
+    "tau=0.7",
+    check=False,
+  )
+  assert edited.returncode == 1 and "Traceback" not in edited.stderr
+  assert edited.stderr.strip().splitlines()[-1] == (
+    f"error: --workdir {tmp_path}: its checkpoint at step 2 trained member 0 with other values than"
+    " this config gives it (tau 0.5 vs 0.7; checkpoint vs config): the run's config.json was"
+    " edited after it started. Put back the values it was started with, or use another --workdir."
+  )
+  assert json.loads((tmp_path / "results.json").read_text())["tau"] == 0.5
+
+
 def test_a_finished_run_keeps_its_config_and_answers_from_a_read_only_workdir(tmp_path):
   run_main("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
   saved = (tmp_path / "config.json").read_text()
@@ -516,8 +541,8 @@ def test_second_run_on_a_workdir_is_refused(tmp_path):
   last = other.stderr.strip().splitlines()[-1]
   assert other.returncode != 0 and "Traceback" not in other.stderr
   assert (
-    last
-    == f"error: --workdir {tmp_path.resolve()} is in use by another run (pid {os.getpid()}); wait"
+    last == f"error: --workdir {tmp_path.resolve()} is in use by another run (pid {os.getpid()} on"
+    f" {socket.gethostname()}); wait"
     " for it to end or use another --workdir."
   )
 
@@ -744,8 +769,84 @@ def test_a_diverged_member_is_written_as_strict_json(tmp_path):
   diverged = results["members"][1]
   assert diverged["diverged_at_step"] in (1, 2) and results["selected_member"] == 0
   records = [strict(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-  assert any(
-    r.get("member") == 1 and r["split"] == "train" and r["neg_elbo"] is None for r in records
+  assert any(r.get("member") == 1 and "neg_elbo" in r and r["neg_elbo"] is None for r in records)
+
+
+def test_every_member_diverged_is_a_failure_naming_the_field(tmp_path):
+  """No member trained (the learning rates overflow at step 1): not the untrained model as a result
+  with status 0, but one line naming the field; a rerun of the finished run says the same."""
+  settings = (*TINY, "num_steps=2", "estimator=st_gs", "activation=relu", "population.search=lists")
+  for _ in range(2):
+    result = run_main(
+      "configs/vae_16ary.py",
+      tmp_path,
+      *settings,
+      "population.learning_rate=(1e30,1e31)",
+      check=False,
+    )
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert last.startswith("error: no member trained: every member diverged (member ")
+    assert last.endswith("Change the config: lower learning_rate (the largest is 1e+31).")
+  assert json.loads((tmp_path / "results.json").read_text())["selected_member"] is None
+
+
+@pytest.mark.parametrize("empty", ["valid", "test"])
+def test_an_empty_split_is_refused_before_training(tmp_path, empty):
+  """A 0-row evaluation split would end in a NaN bound (test) or a division by zero (valid): the
+  loader refuses the empty file, and the experiment any empty split a loader passes, in one line."""
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = np.random.default_rng(0).integers(0, 2, (30, 784))
+  for split in ("train", "valid", "test"):
+    np.savetxt(data / f"binarized_mnist_{split}.amat", rows[: 0 if split == empty else 30], "%d")
+  result = run_main(
+    "configs/vae_16ary.py",
+    tmp_path / "run",
+    *TINY[1:],
+    "dataset=binarized_mnist",
+    f"data_dir={data}",
+    "num_steps=2",
+    check=False,
+  )
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  assert last.startswith(f"error: {data / f'binarized_mnist_{empty}.amat'}: expected 0/1 images")
+  assert not (tmp_path / "run" / "checkpoints").exists()
+  splits = {"train": np.zeros((3, 784)), "valid": np.zeros((3, 784)), "test": np.zeros((3, 784))}
+  splits[empty] = np.zeros((0, 784))
+  refusal = f"^the {empty} split holds no examples \\(read from x\\)"
+  with pytest.raises(config_checks.ConfigError, match=refusal):
+    driver.require_examples(splits, {empty: "x"})
+
+
+def test_a_workdir_deleted_mid_run_stops_the_run_in_one_line(tmp_path):
+  """Its files gone, a run that went on would end with status 0 and nothing to show; a rerun
+  would then start afresh. It stops at the next block, nonzero."""
+  workdir = tmp_path / "run"
+  command = main_command(
+    "configs/vae_16ary.py",
+    workdir,
+    *TINY,
+    "num_steps=100000",
+    "steps_per_call=50",
+    "estimator=st_gs",
+    "variance_every=0",
+    "mse_every=0",
+    "eval_every=0",
+    "checkpoint_every=1000",
+  )
+  process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+  for line in process.stderr:
+    if "steps/s" in line:
+      break
+  shutil.rmtree(workdir)
+  _, rest = process.communicate(timeout=300)
+  assert process.returncode == 1 and "Traceback" not in rest
+  assert (
+    rest.strip()
+    .splitlines()[-1]
+    .startswith(f"error: --workdir {workdir} was deleted, moved or replaced while the run trained")
   )
 
 
