@@ -24,6 +24,14 @@ def require(condition: bool, field: str, allowed: str, value: Any) -> None:
     raise ConfigError(f"config.{field} must be {allowed}; got {value!r}.")
 
 
+# Seeds feed numpy's and JAX's generators (non-negative, 32-bit); a member's seed adds its index.
+SEED_ALLOWED = "an int in [0, 2**31)"
+
+
+def is_seed(value) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
+
+
 def require_int(config: ConfigDict, *fields: str, minimum: int, allowed: str | None = None) -> None:
   """Each field must be an int >= minimum (bools are not ints here)."""
   for field in fields:
@@ -93,9 +101,4 @@ def check_common(config: ConfigDict) -> None:
   )
   require_int(config, "tau_decay_every", minimum=1)
   require_int(config, "batch_size", minimum=1)
-  require(
-    isinstance(config.seed, int) and not isinstance(config.seed, bool),
-    "seed",
-    "an int",
-    config.seed,
-  )
+  require(is_seed(config.seed), "seed", SEED_ALLOWED, config.seed)

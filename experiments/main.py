@@ -14,7 +14,9 @@ import logging as python_logging
 import os
 import pathlib
 import re
+import signal
 import sys
+import time
 
 import jax
 from absl import app, flags, logging
@@ -44,6 +46,7 @@ _LIST_FIELDS = flags.DEFINE_boolean(
 flags.mark_flags_as_required(["config"])
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
+_STARTED = time.time()
 _PROJECT_DIRS = tuple(str(_ROOT / d) for d in ("experiments", "gr_jax"))
 
 
@@ -88,6 +91,10 @@ def main(argv):
         logging.set_verbosity(logging.WARNING)
       distributed.check_same_config(config, _WORKDIR.value)
     EXPERIMENTS[experiment].train_and_evaluate(config, _WORKDIR.value)
+    # Finished: results.json is written. A signal from here on (during the interpreter's shutdown)
+    # must not turn the finished run into a failure for a scheduler.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+      signal.signal(stop_signal, signal.SIG_IGN)
   except (
     config_checks.ConfigError,
     FileNotFoundError,
@@ -107,6 +114,10 @@ def main(argv):
     sys.exit(128 + e.signum)
   except KeyboardInterrupt:
     logging.flush()
+    results = pathlib.Path(_WORKDIR.value) / "results.json"
+    if results.is_file() and results.stat().st_mtime >= _STARTED:  # written by this run
+      print("finished: results.json was written before the interrupt.", file=sys.stderr)
+      sys.exit(0)
     print(
       "interrupted: what the run has saved is kept (after training, the trained model's"
       " checkpoint); run the same command again to resume.",
@@ -183,7 +194,7 @@ def _parse_flags(argv):
   """absl's flag parsing, with an unknown --config.FIELD reported in one line."""
   try:
     return flags.FLAGS(argv)
-  except AttributeError:  # ml_collections: no such field
+  except (AttributeError, KeyError):  # ml_collections: no such field (KeyError: no such parent)
     fields = _config_fields(argv)
     given = [a[len("--config.") :].split("=", 1)[0] for a in argv if a.startswith("--config.")]
     unknown = next((f for f in given if f not in fields), given[-1] if given else "?")

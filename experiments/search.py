@@ -88,7 +88,10 @@ def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
     pop.vectorize in VECTORIZE, "population.vectorize", f"one of {VECTORIZE}", pop.vectorize
   )
   config_checks.require(
-    isinstance(pop.search_seed, int), "population.search_seed", "an int", pop.search_seed
+    config_checks.is_seed(pop.search_seed),
+    "population.search_seed",
+    config_checks.SEED_ALLOWED,
+    pop.search_seed,
   )
   for field in (*HYPERPARAMETERS, "seed"):
     values = tuple(pop[field])
@@ -99,9 +102,9 @@ def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
     )
     if field == "seed":
       config_checks.require(
-        all(isinstance(v, int) and not isinstance(v, bool) for v in values),
+        all(config_checks.is_seed(v) for v in values),
         "population.seed",
-        "a list of ints",
+        f"a list of ints, each {config_checks.SEED_ALLOWED[3:]}",
         values,
       )
       continue

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -277,6 +278,9 @@ def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
   for given, expected in [
     ("estimater=st_gs", "'estimater'; did you mean estimator?"),
     ("population.sise=2", "'population.sise'; did you mean population.size"),
+    ("populaton.size=4", "'populaton.size'; did you mean population.size"),  # the parent misspelt
+    ("seed=-1", "config.seed must be an int in [0, 2**31); got -1."),
+    ("seed=99999999999999999999", "config.seed must be an int in [0, 2**31); got 9999"),
   ]:
     typo = run_main("configs/vae_16ary.py", tmp_path / "a", given, check=False)
     (last,) = typo.stderr.strip().splitlines()
@@ -848,6 +852,23 @@ def test_a_workdir_deleted_mid_run_stops_the_run_in_one_line(tmp_path):
     .splitlines()[-1]
     .startswith(f"error: --workdir {workdir} was deleted, moved or replaced while the run trained")
   )
+
+
+def test_a_signal_after_results_json_leaves_a_finished_run_finished(tmp_path):
+  """SIGINT after results.json is written (a scheduler's, a user's late Ctrl-C) lands in the
+  interpreter's shutdown: the run is finished and says so by exiting 0, not -2 or 130."""
+  command = main_command("configs/vae_16ary.py", tmp_path, *TINY, "num_steps=2", "estimator=st_gs")
+  process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+  reader = threading.Thread(target=process.stderr.read)  # keeps the pipe from filling
+  reader.start()
+  while not (tmp_path / "results.json").exists():
+    assert process.poll() is None, "the run ended without results.json"
+    time.sleep(0.005)
+  while process.poll() is None:
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+  reader.join()
+  assert process.returncode == 0
 
 
 def test_an_interrupted_final_evaluation_leaves_no_duplicate_lines(tmp_path):

@@ -37,6 +37,12 @@ def validate(config: ConfigDict):
   config_checks.check_common(config)
   search.check(config, HYPERPARAMETERS)
   config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
+  config_checks.require(
+    config_checks.is_seed(config.data_seed),
+    "data_seed",
+    config_checks.SEED_ALLOWED,
+    config.data_seed,
+  )
   config_checks.require_int(
     config, "max_length", minimum=2, allowed="an int >= 2 (the paper: 10, 25 or 50)"
   )
