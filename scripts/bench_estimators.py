@@ -23,6 +23,7 @@ several backward-pass chunk sizes (``estimators.CHUNK_ELEMENTS``).
   python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20] [--chunk_sweep]
 """
 
+import flag_checks
 import jax
 import jax.numpy as jnp
 from absl import app, flags
@@ -39,6 +40,9 @@ _INNER_DRAWS = flags.DEFINE_integer(
 )
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
+flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
+flag_checks.numbers(_KS, int, minimum=1)
+flag_checks.at_least(_REPEATS, 1)
 
 
 def _forward_backward(estimator_fn):

@@ -24,6 +24,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import flag_checks
 from absl import app, flags
 from timing import median_ms
 
@@ -53,6 +54,11 @@ _CPU_DEVICES = flags.DEFINE_integer(
 _TRACE_DIR = flags.DEFINE_string(
   "trace_dir", None, "Where to write profiler traces of the largest populations."
 )
+flag_checks.numbers(_SIZES, int, minimum=1)
+flag_checks.choices(_EXPERIMENTS, ("vae", "listops"))
+flag_checks.choices(_MODES, ("vmap", "map"))
+for _holder in (_STEPS, _REPEATS, _SEQUENTIAL_STEPS, _CPU_DEVICES):
+  flag_checks.at_least(_holder, 1)
 
 
 def _setup(experiment: str, estimator: str):

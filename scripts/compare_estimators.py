@@ -34,9 +34,11 @@ every small-problem row, and a rerun with the same flags reuses those rows.
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
+import flag_checks
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,6 +75,9 @@ _CATEGORICAL_LOGITS = np.array([[0.6, -0.4, 1.1, 0.0]])
 _QP_POINTS = ((0.6, 0.3, 0.1), (0.2, 0.2, 0.6), (0.45, 0.45, 0.1))
 _BINARY_LOGITS = np.array([[0.5, -0.5], [0.0, 1.2], [-0.8, 0.3]])
 _BINARY_W = np.random.default_rng(0).normal(size=(6, 6))
+flag_checks.numbers(_TAUS, float, minimum=1e-6)
+for _holder in (_DRAWS, _VAE_DRAWS, _REFERENCE_DRAWS):
+  flag_checks.at_least(_holder, 2)  # a variance needs two draws
 
 
 def _problems():
@@ -111,7 +116,9 @@ def _small_problem_stats(estimator, logits, loss, tau, key, draws):
 
     return jax.grad(objective)(logits)
 
-  stats = jax.jit(lambda k: diagnostics.gradient_stats(draw, k, draws, chunk_size=1000))(key)
+  stats = jax.jit(
+    lambda k: diagnostics.gradient_stats(draw, k, draws, chunk_size=math.gcd(draws, 1000))
+  )(key)
   return vae_gradients.mse_summary(stats, exact, 0.0)
 
 

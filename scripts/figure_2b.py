@@ -20,6 +20,7 @@ Writes ``--out_dir``/figure_2b.{json,md} and figures/figure_2b.png.
 import json
 import pathlib
 
+import flag_checks
 import jax
 import plot_common  # noqa: F401  (quiet backend probe, Agg)
 import vae_gradients
@@ -41,6 +42,9 @@ _VAE_MEMBER = flags.DEFINE_integer(
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "Binarized MNIST directory (for the batch).")
 _REFERENCE_DRAWS = flags.DEFINE_integer("reference_draws", 20_000, "REINFORCE reference draws.")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where the table, JSON and figure go.")
+flag_checks.numbers(_FIGURE_TAUS, float, minimum=1e-6)
+for _holder in (_DRAWS, _REFERENCE_DRAWS):
+  flag_checks.at_least(_holder, 2)  # a variance needs two draws
 
 
 def main(argv):

@@ -37,6 +37,7 @@ import sys
 
 import formatting
 import launch
+import flag_checks
 from absl import app, flags
 
 from experiments.listops import experiment as listops
@@ -168,6 +169,17 @@ PAPER_TABLE2 = {  # estimator -> {(arity, B): nats}
   },
 }
 _TIMESTAMP = re.compile(r"^[IWEF](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
+flag_checks.choices(_LENGTHS, ("10", "25", "50"))
+flag_checks.numbers(_TAUS, float, minimum=1e-6)
+flags.register_validator(
+  _LEARNING_RATES,
+  lambda v: v == ["paper"] or all(flag_checks.parses(float, 1e-12, x) for x in v),
+  message="must be 'paper' or a comma-separated list of numbers > 0",
+)
+flag_checks.at_least(_SEEDS, 1)
+flag_checks.choices(_ARITIES, ("2", "4", "8", "16"))
+flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
+flag_checks.at_least(_DRAWS, 1)
 
 
 def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | None:
@@ -392,7 +404,10 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
 def main(argv):
   del argv
   out = pathlib.Path(_OUT.value)
-  out.mkdir(parents=True, exist_ok=True)
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    sys.exit(f"error: --out={out} cannot be made a directory ({e.strerror}): choose another --out.")
   rows, lines = (table1 if _TABLE.value == "1" else table2)(out)
   command = "python scripts/reproduce.py " + " ".join(a for a in sys.argv[1:])
   text = "\n".join([f"Command: `{command}`", "", *lines]) + "\n"

@@ -25,6 +25,7 @@ import statistics
 
 import formatting
 import launch
+import flag_checks
 from absl import app, flags
 
 from experiments import search
@@ -50,6 +51,13 @@ _SELECT_MODE = flags.DEFINE_enum("select_mode", "max", ["max", "min"], "Best = m
 
 # Fields a population varies per member (trained together); the others are one population each.
 DATA_FIELDS = tuple(search.HYPERPARAMETERS)
+flags.register_validator(
+  _SWEEP,
+  lambda sweeps: all("=" in s and s.split("=", 1)[1] for s in sweeps),
+  message="each --sweep must be FIELD=VALUE1,VALUE2,... (e.g. --sweep=tau=0.5,1.0)",
+)
+flag_checks.numbers(_SEEDS, int, minimum=0)
+flag_checks.at_least(_JOBS, 1)
 
 
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:

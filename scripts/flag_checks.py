@@ -1,0 +1,42 @@
+"""Up-front checks of the scripts' flags: a bad value is one line naming the flag and what it
+accepts (absl's 'Flags parsing error'), before any compute."""
+
+from collections.abc import Iterable
+
+from absl import flags
+
+
+def parses(kind, minimum, value) -> bool:
+  try:
+    number = kind(value)
+  except (TypeError, ValueError):
+    return False
+  return minimum is None or number >= minimum
+
+
+def numbers(flag: flags.FlagHolder, kind: type, minimum: float | None = None) -> None:
+  """A list flag whose items must be ``kind`` (int or float), each >= ``minimum``."""
+  what = {int: "ints", float: "numbers"}[kind]
+  bound = f" >= {minimum}" if minimum is not None else ""
+  flags.register_validator(
+    flag,
+    lambda values: bool(values) and all(parses(kind, minimum, v) for v in values),
+    message=f"must be a comma-separated list of {what}{bound}",
+  )
+
+
+def at_least(flag: flags.FlagHolder, minimum: int) -> None:
+  """An integer flag >= ``minimum``."""
+  flags.register_validator(
+    flag, lambda value: value is not None and value >= minimum, f"must be >= {minimum}"
+  )
+
+
+def choices(flag: flags.FlagHolder, allowed: Iterable[str]) -> None:
+  """A list flag whose items must be among ``allowed``."""
+  allowed = tuple(allowed)
+  flags.register_validator(
+    flag,
+    lambda values: bool(values) and all(v in allowed for v in values),
+    message=f"must be a comma-separated list of {', '.join(allowed)}",
+  )
