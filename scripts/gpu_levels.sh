@@ -1,40 +1,83 @@
 #!/usr/bin/env bash
-# The GPU runs of the "levels" issues, in priority order within one time budget:
-#   1. Table 2, 16-ary, B = 20, the paper's search (20 draws, 50,000 steps, members compared at
-#      M = 1000, the selected one at M = 5000 on the full validation and test sets): ST-GS,
-#      GR-MC10, GR-MC100;
-#   2. Table 1, L <= 10, tau = 0.01, the full learning-rate grid x 5 seeds on the 90,000-line
-#      training set: ST-GS, GR-MC10;
-#   3. Table 2 as in 1 for ST, GS, REINFORCE, then GR-MC1000; then Table 1 for GR-MC100.
-# A step starts only while time is left, and is stopped (a checkpoint saved: rerun to resume)
-# when the budget runs out. Evaluation matmuls run in full float32 (no TF32).
+# The GPU window of issue 34, in priority order within one time budget (15 minutes of device time
+# in all: the default leaves the start-up and the copy back theirs):
+#   1. population scaling: scripts/bench_population.py, the 16-ary VAE (B = 20; ST-GS, GR-MC100)
+#      at P = 1, 20, 64, 256 members by vmap; "x P=1" is the target's ratio (>= 10x at P = 20,
+#      >= 25x at P = 64);
+#   2. scripts/bench_estimators.py (B = 20, 200; K = 10, 100, 1000), with the PyTorch reference
+#      (scripts/bench_pytorch_reference.py) beside it when torch and gumbel-rao-pytorch are there;
+#   3. Table 2, 16-ary, B = 20, the paper's search (20 draws, 50,000 steps, members compared at
+#      M = 1000, the selected one at M = 5000 on the full validation and test sets): GR-MC1000,
+#      ST, GS, REINFORCE; then the two-layer model (configs/vae_two_layer_16ary.py) for ST-GS and
+#      GR-MC100; then the B = 200 column;
+#   4. Table 1, L <= 10, tau = 0.1 and 1.0, the learning-rate grid x 5 seeds on the 90,000-line
+#      training set: ST-GS, GR-MC10.
+# A step starts only while time is left, and is stopped (a checkpoint saved: rerun to resume) when
+# the budget runs out; what each step finished (tables, results.json, members' tables, its
+# output) is under OUT as it goes. Evaluation matmuls run in full float32 (no TF32).
 #
 #   bash scripts/gpu_levels.sh OUT DATA_ROOT [SECONDS]
-# DATA_ROOT holds binarized_mnist/ and listops/; OUT gets table2/, table1/ (workdirs, tables).
+# DATA_ROOT holds binarized_mnist/ and listops/. To try every line on a CPU at tiny sizes first:
+#   GR_JAX_TRY=1 bash scripts/gpu_levels.sh /tmp/gpu_try ../shared/data 900
 set -u
 out=$1
 data=$2
-end=$((SECONDS + ${3:-540}))
+end=$((SECONDS + ${3:-660}))
+mkdir -p "$out"
 export JAX_DEFAULT_MATMUL_PRECISION=highest PYTHONUNBUFFERED=1
 
+# Sizes: the real ones, or (GR_JAX_TRY=1) tiny ones that run the same lines in seconds.
+sizes=1,20,64,256
+bench_sizes=(--batch_sizes=20,200 --ks=10,100,1000)
+reference_repeats=100
+tiny_vae=()
+tiny_listops=()
+if [ "${GR_JAX_TRY:-0}" = 1 ]; then
+  sizes=1,2
+  bench_sizes=(--batch_sizes=2 --ks=2 --repeats=2)
+  reference_repeats=2
+  tiny_vae=(--draws=2 --set=num_steps=4 --set=checkpoint_every=2 --set=num_eval_samples=4
+    --set=selection_eval_samples=4 --set=num_eval_examples=20 --set=encoder_widths='(8,)'
+    --set=decoder_widths='(8,)')
+  tiny_listops=(--seeds=1 --learning_rates=0.1 --set=num_train_examples=200 --set=num_epochs=1
+    --set=embed_dim=8 --set=hidden_dim=8 --set=classifier_hidden_dim=8)
+fi
+
+# step NAME COMMAND...: runs COMMAND with the time left, its output (less info lines) also in
+# OUT/NAME.txt.
 step() {
+  local name=$1; shift
   local left=$((end - SECONDS))
-  if [ "$left" -lt 45 ]; then echo "skipped (budget spent): $*"; return; fi
-  echo "== $(date +%T) ($left s left): $*"
-  timeout --signal=TERM --kill-after=60 "$left" python3 scripts/reproduce.py "$@" 2>&1 | grep -v "^I[0-9]"
+  if [ "$left" -lt 45 ]; then echo "not run (budget spent): $name: $*" | tee -a "$out/not_run.txt"; return; fi
+  echo "== $(date +%T) ($left s left) $name"
+  timeout --signal=TERM --kill-after=60 "$left" "$@" 2>&1 | grep -v "^[IW][0-9]" | tee "$out/$name.txt"
 }
 
 table2() {
-  step --table=2 --out="$out/table2" --arities=16 --batch_sizes=20 --draws=20 --data_dir="$data/binarized_mnist" \
-    --set=selection_eval_samples=1000 --set=variance_every=0 --set=eval_every=0 --set=eval_batch_size=500 "$@"
+  local name=$1; shift
+  step "$name" python3 scripts/reproduce.py --table=2 --out="$out/table2" --arities=16 --draws=20 \
+    --data_dir="$data/binarized_mnist" --set=selection_eval_samples=1000 --set=variance_every=0 \
+    --set=eval_every=0 --set=eval_batch_size=500 --name="$name" "$@" "${tiny_vae[@]}"
 }
 table1() {
-  step --table=1 --out="$out/table1" --lengths=10 --taus=0.01 --seeds=5 --data_dir="$data/listops" "$@"
+  local name=$1; shift
+  step "$name" python3 scripts/reproduce.py --table=1 --out="$out/table1" --lengths=10 --seeds=5 \
+    --data_dir="$data/listops" --name="$name" "$@" "${tiny_listops[@]}"
 }
 
-table2 --estimators=st_gs,gr_mc10,gr_mc100 --name=table2_B20
-table1 --estimators=st_gs,gr_mc10 --name=table1_L10_tau0.01
-table2 --estimators=st,gs,reinforce --name=table2_B20_more
-table2 --estimators=gr_mc1000 --name=table2_B20_gr_mc1000
-table1 --estimators=gr_mc100 --name=table1_L10_tau0.01_gr_mc100
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$out/device.txt"
+step population_scaling python3 scripts/bench_population.py --experiments=vae \
+  --estimators=st_gs,gr_mc100 --sizes="$sizes" --modes=vmap
+step estimators python3 scripts/bench_estimators.py --inner_draws=0 "${bench_sizes[@]}"
+if python3 -c "import torch, gumbel_rao" 2>/dev/null; then
+  step pytorch_reference python3 scripts/bench_pytorch_reference.py --repeats="$reference_repeats"
+else
+  echo "not run: pytorch_reference (no torch / gumbel-rao-pytorch on the path)" | tee -a "$out/not_run.txt"
+fi
+table2 table2_B20_rest --batch_sizes=20 --estimators=gr_mc1000,st,gs,reinforce
+# Its own --out: the two-layer populations must not be read as the one-layer ones' (same names).
+table2 table2_B20_two_layer --batch_sizes=20 --estimators=st_gs,gr_mc10,gr_mc100 \
+  --config=configs/vae_two_layer_{arity}ary.py --out="$out/table2_two_layer"
+table2 table2_B200 --batch_sizes=200 --estimators=st_gs,gr_mc10,gr_mc100
+table1 table1_L10_tau0.1_1.0 --taus=0.1,1.0 --estimators=st_gs,gr_mc10
 echo "== $(date +%T) done"
