@@ -57,6 +57,7 @@ _TRACE_DIR = flags.DEFINE_string(
 flag_checks.numbers(_SIZES, int, minimum=1)
 flag_checks.choices(_EXPERIMENTS, ("vae", "listops"))
 flag_checks.choices(_MODES, ("vmap", "map"))
+flag_checks.estimator_names(_ESTIMATORS)
 for _holder in (_STEPS, _REPEATS, _SEQUENTIAL_STEPS, _CPU_DEVICES):
   flag_checks.at_least(_holder, 1)
 

@@ -31,6 +31,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import flag_checks
 from absl import app, flags
 
 from configs import (
@@ -42,7 +43,6 @@ from configs import (
 )
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
-from gr_jax import estimators
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
@@ -62,6 +62,11 @@ CONFIGS = {
   "bernoulli_linear": bernoulli_vae_linear.get_config,
   "bernoulli_nonlinear": bernoulli_vae_nonlinear.get_config,
 }
+# Every flag value is known before anything is timed (one line otherwise).
+flag_checks.choices(_MODELS, CONFIGS)
+flag_checks.estimator_names(_ESTIMATORS)
+flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
+flag_checks.at_least(_REPEATS, 1)
 
 
 def _median_seconds(fn, repeats):
@@ -75,29 +80,8 @@ def _median_seconds(fn, repeats):
   return statistics.median(times)
 
 
-def _check_flags():
-  """Every flag value is known before anything is timed (one line otherwise)."""
-  unknown = [m for m in _MODELS.value if m not in CONFIGS]
-  if unknown:
-    raise app.UsageError(f"--models: {unknown} unknown; the models are {', '.join(CONFIGS)}.")
-  for name in _ESTIMATORS.value:
-    try:
-      estimators.get(name)
-    except ValueError as e:
-      raise app.UsageError(f"--estimators: {e}") from None
-  try:
-    sizes = [int(b) for b in _BATCH_SIZES.value]
-  except ValueError:
-    sizes = []
-  if not sizes or min(sizes) < 1:
-    raise app.UsageError(f"--batch_sizes must be ints >= 1; got {_BATCH_SIZES.value}.")
-  if _REPEATS.value < 1:
-    raise app.UsageError(f"--repeats must be >= 1; got {_REPEATS.value}.")
-
-
 def main(argv):
   del argv
-  _check_flags()
   rng = np.random.default_rng(0)
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
   times = {}

@@ -19,9 +19,9 @@ import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys
 import pathlib
 
 import launch
+import flag_checks
 from absl import app, flags
 
-from gr_jax import estimators
 
 SETTINGS = {
   "nonlinear_fashion_mnist": ("configs/bernoulli_vae_nonlinear.py", "fashion_mnist"),
@@ -52,28 +52,14 @@ _ESTIMATORS = flags.DEFINE_list("estimators", ESTIMATORS, "Estimators (registry 
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (one population of these each).")
 _STEPS = flags.DEFINE_integer("steps", 100_000, "Training steps (the protocol: 1,000,000).")
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE overrides for every run.")
-
-
-def _check_flags():
-  unknown = [s for s in _SETTINGS.value if s not in SETTINGS]
-  if unknown:
-    raise app.UsageError(f"--settings: {unknown} unknown; the settings are {', '.join(SETTINGS)}.")
-  for name in _ESTIMATORS.value:
-    try:
-      estimators.get(name)
-    except ValueError as e:
-      raise app.UsageError(f"--estimators: {e}") from None
-  try:
-    [int(s) for s in _SEEDS.value]
-  except ValueError:
-    raise app.UsageError(f"--seeds must be ints; got {_SEEDS.value}.") from None
-  if _STEPS.value < 1:
-    raise app.UsageError(f"--steps must be >= 1; got {_STEPS.value}.")
+flag_checks.choices(_SETTINGS, SETTINGS)
+flag_checks.estimator_names(_ESTIMATORS)
+flag_checks.numbers(_SEEDS, int, minimum=0)
+flag_checks.at_least(_STEPS, 1)
 
 
 def main(argv):
   del argv
-  _check_flags()
   out = pathlib.Path(_OUT.value)
   for setting in _SETTINGS.value:
     config, dataset = SETTINGS[setting]

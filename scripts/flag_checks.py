@@ -40,3 +40,22 @@ def choices(flag: flags.FlagHolder, allowed: Iterable[str]) -> None:
     lambda values: bool(values) and all(v in allowed for v in values),
     message=f"must be a comma-separated list of {', '.join(allowed)}",
   )
+
+
+def estimator_names(flag: flags.FlagHolder) -> None:
+  """A list flag of the registry's estimator names (the registry's message for an unknown one);
+  unset (None) means the script's defaults."""
+
+  def known(values) -> bool:
+    from gr_jax import estimators  # here: flag_checks stays importable before the clone's path
+
+    if values is None:
+      return True
+    for name in values:
+      try:
+        estimators.get(name)
+      except ValueError as e:
+        raise flags.ValidationError(str(e)) from None
+    return bool(values)
+
+  flags.register_validator(flag, known, message="must name at least one estimator")

@@ -170,6 +170,7 @@ PAPER_TABLE2 = {  # estimator -> {(arity, B): nats}
 }
 _TIMESTAMP = re.compile(r"^[IWEF](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
 flag_checks.choices(_LENGTHS, ("10", "25", "50"))
+flag_checks.estimator_names(_ESTIMATORS)
 flag_checks.numbers(_TAUS, float, minimum=1e-6)
 flags.register_validator(
   _LEARNING_RATES,

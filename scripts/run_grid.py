@@ -58,6 +58,7 @@ flags.register_validator(
 )
 flag_checks.numbers(_SEEDS, int, minimum=0)
 flag_checks.at_least(_JOBS, 1)
+flag_checks.estimator_names(_ESTIMATORS)
 
 
 def _run(workdir: pathlib.Path, overrides: list[str]) -> dict:
