@@ -301,6 +301,13 @@ class StopSignals:
     self.restore()
     raise Interrupted(self.agreed, step)
 
+  def ignore(self) -> None:
+    """From here on the run is finished (its results are being written): SIGINT / SIGTERM are
+    ignored, now and after :meth:`restore`, so that a late signal cannot fail a finished run."""
+    for signum in self._previous:
+      signal.signal(signum, signal.SIG_IGN)
+      self._previous[signum] = signal.SIG_IGN
+
   def restore(self) -> None:
     for signum, handler in self._previous.items():
       signal.signal(signum, handler)

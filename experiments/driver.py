@@ -120,6 +120,7 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
   )
   state = run.train(experiment.evaluators(trainer, run))
   reports, results = experiment.report(trainer, run, state)
+  run.stop.ignore()  # results.json is written next: a later signal leaves the run finished
   results = reporting.finish(
     path,
     config,

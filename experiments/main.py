@@ -113,6 +113,8 @@ def main(argv):
     print(f"interrupted: {e}", file=sys.stderr)
     sys.exit(128 + e.signum)
   except KeyboardInterrupt:
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):  # exiting now: no second interrupt
+      signal.signal(stop_signal, signal.SIG_IGN)
     logging.flush()
     results = pathlib.Path(_WORKDIR.value) / "results.json"
     if results.is_file() and results.stat().st_mtime >= _STARTED:  # written by this run

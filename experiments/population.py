@@ -383,7 +383,7 @@ class Run:
       self._block = (step, end)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
-      require_workdir(self.path, end)
+      require_workdir(self.path / provenance.SEGMENTS_FILE, end)
       self._log(step + 1, end, to_host(metrics), alive, schedule.log_every)
       step = end
       for evaluator in evaluators:

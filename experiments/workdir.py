@@ -180,14 +180,19 @@ def lock_workdir(path: pathlib.Path) -> None:
     )
 
 
-def require_workdir(path: pathlib.Path, step: int) -> None:
-  """Raises FileNotFoundError (one line) when the run's workdir was deleted, moved or replaced by a
-  file while it trained: nothing more it writes could be found again."""
-  if not (path / "config.json").is_file():
+def require_workdir(marker: pathlib.Path, step: int) -> None:
+  """Raises FileNotFoundError (one line) when the run's workdir was deleted, moved or replaced (by
+  a file, or by another directory) while it trained: nothing more it writes could be found again.
+
+  Args:
+    marker: a file the run wrote in its workdir when it started (``code_segments.json``).
+    step: the last step trained.
+  """
+  if not marker.is_file():
     raise FileNotFoundError(
-      f"--workdir {path} was deleted, moved or replaced while the run trained (its config.json is"
-      f" gone); the run stopped after step {step}, saving nothing more. Start it again in a"
-      " workdir that stays (a copy of the old one resumes from its last checkpoint)."
+      f"--workdir {marker.parent} was deleted, moved or replaced while the run trained (its"
+      f" {marker.name} is gone); the run stopped after step {step}, saving nothing more. Start"
+      " it again in a workdir that stays (a copy of the old one resumes from its last checkpoint)."
     )
 
 
