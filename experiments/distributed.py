@@ -22,6 +22,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -52,6 +53,13 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # files.
 _LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ([\w.]+):\d+\]")
 _COORDINATION = re.compile(r"coordination|preemption|client\.h")
+# Library lines a quiet run (--verbosity 0) leaves out, as it leaves out the libraries' INFO lines:
+# XLA's slow-operation alarms (an E-line and its banner, though a long compilation is no error of
+# the run) on stderr, gloo's connection lines on stdout.
+_ALARM = re.compile(r"slow_operation_alarm")
+_GLOO = re.compile(r"^\[Gloo\] ")
+# Lines the project's own code starts with: never taken for the continuation of a library's line.
+_OWN_LINE = re.compile(r"^(Traceback|Fatal Python error|error:|interrupted:|finished:|warning:)")
 
 
 def requested() -> bool:
@@ -85,6 +93,8 @@ def initialize() -> None:
         given[argument] = kind(os.environ[name])
       except ValueError:
         raise config_checks.ConfigError(f"{name}={os.environ[name]!r} must be an integer") from None
+  if given.get("process_id") == 0 and given.get("coordinator_address"):
+    _require_free_port(given["coordinator_address"])
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   try:
     jax.distributed.initialize(**given)
@@ -98,6 +108,27 @@ def initialize() -> None:
       " JAX_NUM_PROCESSES and its own JAX_PROCESS_ID (0 .. JAX_NUM_PROCESSES - 1); the wait is"
       f" GR_JAX_INIT_TIMEOUT_S (now {given.get('initialization_timeout', 300)} s)."
     ) from None
+
+
+def _require_free_port(address: str) -> None:
+  """Process 0 serves the coordinator on the port of ``address``: refuses one in use on this host
+  (JAX's own message is "Failed to start RPC server", after a C++ error line)."""
+  port = address.rpartition(":")[2]
+  if not port.isdigit():
+    raise config_checks.ConfigError(
+      f"JAX_COORDINATOR_ADDRESS={address!r} must be host:port (the host of process 0)"
+    )
+  with socket.socket() as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the coordinator's server
+    try:
+      probe.bind(("", int(port)))
+    except OSError as e:
+      raise config_checks.ConfigError(
+        f"{_who()}: the coordinator's port {port} (JAX_COORDINATOR_ADDRESS={address!r}) cannot be"
+        f" served on this host ({e.strerror}): another job or program holds it. Pick a free port"
+        " (e.g. python -c \"import socket; s = socket.socket(); s.bind(('', 0));"
+        ' print(s.getsockname()[1])") and start every process with it.'
+      ) from None
 
 
 def check_same_config(config: ConfigDict, workdir_path: str) -> None:
@@ -182,7 +213,7 @@ def _why_stopped(lines: list[str]) -> str:
       f" {os.environ.get('GR_JAX_INIT_TIMEOUT_S', 300)} s: start every process (JAX_PROCESS_ID 0 .."
       f" JAX_NUM_PROCESSES - 1), with JAX_COORDINATOR_ADDRESS ="
       f" {os.environ.get('JAX_COORDINATOR_ADDRESS')!r} the host:port of process 0, reachable from"
-      " each host"
+      " each host (if process 0 stopped with an error, its own message says why)"
     )
   dead = re.findall(r"Task (\d+) heartbeat timeout", text)
   unhealthy = re.search(
@@ -203,16 +234,59 @@ def _why_stopped(lines: list[str]) -> str:
   )
 
 
-def supervise(argv: list[str]) -> int:
+class _StderrFilter:
+  """Decides, line by line, what of the training process's stderr the supervisor shows.
+
+  The coordination service's lines are held back (and dropped if they end in JAX's abort, which
+  the supervisor replaces by one line); a quiet run drops XLA's slow-operation alarms. A log
+  line's continuation lines (not log lines themselves) go with it.
+  """
+
+  def __init__(self, quiet: bool):
+    self.quiet = quiet
+    self.held: list[str] = []
+    self.dropping = False
+    self.aborted = False
+
+  def feed(self, line: str) -> str:
+    """What to write for ``line`` now ('' while it is held or dropped)."""
+    self.aborted = self.aborted or _FATAL in line
+    if self.aborted:
+      return ""
+    logged = _LOG_LINE.match(line)
+    if logged or _OWN_LINE.match(line):
+      self.dropping = bool(self.quiet and logged and _ALARM.search(logged.group(1)))
+    if self.dropping:
+      return ""
+    if logged and _COORDINATION.search(logged.group(1)) or self.held and not logged:
+      self.held.append(line)
+      return ""
+    shown, self.held = "".join(self.held) + line, []
+    return shown
+
+  def rest(self) -> str:
+    """What is still held when the process has ended without JAX's abort."""
+    return "" if self.aborted else "".join(self.held)
+
+
+def _pass_stdout(stream, quiet: bool) -> None:
+  for line in stream:
+    if not (quiet and _GLOO.match(line)):
+      sys.stdout.write(line)
+      sys.stdout.flush()
+
+
+def supervise(argv: list[str], quiet: bool) -> int:
   """Runs this command again as the training process and returns its exit status.
 
-  Its output passes through; SIGINT / SIGTERM are passed on (the run saves a
-  checkpoint and stops). If JAX aborts it because another process failed, the
-  abort's dump is replaced by one line naming the lost process.
+  Its output passes through (less, when ``quiet``, the library lines named by _ALARM and _GLOO);
+  SIGINT / SIGTERM are passed on (the run saves a checkpoint and stops). If JAX aborts it because
+  another process failed, the abort's dump is replaced by one line naming the lost process.
   """
   command = [sys.executable, "-m", "experiments.main", *argv[1:]]
   process = subprocess.Popen(
     command,
+    stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
     text=True,
     errors="replace",
@@ -224,29 +298,22 @@ def supervise(argv: list[str]) -> int:
   previous = {
     s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS
   }
+  stdout = threading.Thread(target=_pass_stdout, args=(process.stdout, quiet), daemon=True)
+  stdout.start()
+  shown = _StderrFilter(quiet)
   recent: list[str] = []
-  held: list[str] = []  # the coordination service's lines, shown unless they end in the abort
-  aborted = False
   try:
     for line in process.stderr:
       recent = (recent + [line])[-200:]
-      aborted = aborted or _FATAL in line
-      if aborted:
-        continue
-      logged = _LOG_LINE.match(line)
-      if logged and _COORDINATION.search(logged.group(1)) or held and not logged:
-        held.append(line)
-        continue
-      sys.stderr.write("".join(held) + line)
+      sys.stderr.write(shown.feed(line))
       sys.stderr.flush()
-      held = []
     code = process.wait()
-    if not aborted:
-      sys.stderr.write("".join(held))
+    sys.stderr.write(shown.rest())
+    stdout.join()
   finally:
     for stop_signal, handler in previous.items():
       signal.signal(stop_signal, handler)
-  if aborted:
+  if shown.aborted:
     print(f"error: {_who()} stopped: {_why_stopped(recent)}.", file=sys.stderr)
     return 1
   if code < 0:

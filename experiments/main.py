@@ -78,7 +78,7 @@ def main(argv):
       "error: --workdir is required: the directory for the run's metrics, checkpoints and results."
     )
   if distributed.requested() and not distributed.in_worker():
-    sys.exit(distributed.supervise(sys.argv))
+    sys.exit(distributed.supervise(sys.argv, quiet=flags.FLAGS.verbosity < 1))
   experiment = config.get("experiment")
   if experiment not in EXPERIMENTS:
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")

@@ -7,6 +7,7 @@ that the population's members are split over a mesh of two devices in two proces
 """
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import time
 
 import pytest
 
+from experiments import distributed
 from tests.cli import ROOT, edited_copy_of_the_code, main_command, run_main
 from tests.test_listops_experiment import TINY as LISTOPS_TINY
 from tests.test_vae_experiment import TINY as VAE_TINY
@@ -249,3 +251,55 @@ def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
   )
   _one_line_each(alone, "the job did not come together within GR_JAX_INIT_TIMEOUT_S = 5 s")
   assert time.monotonic() - started < 60
+
+
+# XLA's alarm as its C++ logging writes it: an E-line from slow_operation_alarm.cc and its banner.
+_SLOW_COMPILE = (
+  "E1127 19:00:00.123456   1234 slow_operation_alarm.cc:140] \n",
+  "********************************\n",
+  "[Compiling module jit_train_block] Very slow compile? If you want to file a bug, run with envvar"
+  " XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.\n",
+  "********************************\n",
+)
+_PROGRESS = "I1127 19:00:01.000000 140287944907648 bookkeeping.py:354] step 1/4  ...\n"
+
+
+def _shown(lines, quiet):
+  shown = distributed._StderrFilter(quiet)
+  return "".join(shown.feed(line) for line in lines) + shown.rest()
+
+
+def test_a_quiet_job_leaves_out_xlas_slow_operation_alarm_and_keeps_everything_else():
+  lines = [_PROGRESS, *_SLOW_COMPILE, _PROGRESS]
+  assert _shown(lines, quiet=True) == _PROGRESS * 2
+  assert _shown(lines, quiet=False) == "".join(lines)  # --verbosity=1 shows it
+  # A Python traceback right after the alarm is the run's own output: never dropped with it.
+  traceback = ["Traceback (most recent call last):\n", '  File "x.py", line 1\n', "ValueError\n"]
+  assert _shown([*_SLOW_COMPILE, *traceback], quiet=True) == "".join(traceback)
+  assert _shown([*_SLOW_COMPILE, "error: one line\n"], quiet=True) == "error: one line\n"
+
+
+def test_a_quiet_job_leaves_out_gloos_connection_lines(capsys):
+  stdout = (
+    "[Gloo] Rank 0 is connected to 1 peer ranks. Expected number of connected peer ranks is : 1\n"
+  )
+  distributed._pass_stdout(io.StringIO(stdout + "a line of the run\n"), quiet=True)
+  assert capsys.readouterr().out == "a line of the run\n"
+  distributed._pass_stdout(io.StringIO(stdout), quiet=False)
+  assert capsys.readouterr().out == stdout
+
+
+def test_a_coordinator_port_in_use_is_one_line_before_jax_starts(tmp_path):
+  with socket.socket() as holder:
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    tiny = ("configs/vae_16ary.py", *VAE_TINY, "num_steps=2")
+    started = time.monotonic()
+    _one_line_each(
+      _finish(_start(*tiny[:1], tmp_path, *tiny[1:], port=port, process_ids=[0]), timeout=120),
+      f"the coordinator's port {port} (JAX_COORDINATOR_ADDRESS='127.0.0.1:{port}') cannot be"
+      " served on this host",
+      "Pick a free port",
+    )
+    assert time.monotonic() - started < 60  # refused at once, not after the start-up timeout
