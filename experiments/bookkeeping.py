@@ -21,6 +21,7 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
+from experiments import start_up_signals
 from experiments.checkpoints import Checkpointer, restore_latest_good
 from experiments.workdir import is_writer, strict_json, write_text_atomic
 
@@ -222,7 +223,8 @@ class StopSignals:
   """
 
   def __init__(self, where: Callable[[], str] = lambda: ""):
-    self.signum = None  # the signal received by this process
+    # The signal received by this process (one swallowed while the command started, too).
+    self.signum = start_up_signals.received()
     self.agreed = None  # the signal the job stops for (``requested``)
     self._where = where
     self._previous = {}

@@ -7,6 +7,10 @@
 again with the same workdir, a run resumes from its latest checkpoint.
 """
 
+from experiments import start_up_signals  # noqa: I001
+
+start_up_signals.quit_while_loading()  # first, before jax loads
+
 import difflib
 import errno
 import importlib.util
@@ -63,6 +67,7 @@ class _ProjectInfoOnly(python_logging.Filter):
 
 
 def main(argv):
+  start_up_signals.interrupt_while_starting()
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if flags.FLAGS.verbosity < 1:

@@ -28,6 +28,10 @@ or learning rates, clipping).
 """
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
+from experiments import start_up_signals
+
+start_up_signals.quit_while_loading()  # first, before jax loads
+
 import datetime
 import json
 import pathlib
@@ -35,9 +39,9 @@ import re
 import statistics
 import sys
 
+import flag_checks
 import formatting
 import launch
-import flag_checks
 from absl import app, flags
 
 from experiments.listops import experiment as listops
@@ -404,6 +408,19 @@ def table2(out: pathlib.Path) -> tuple[list[dict], list[str]]:
 
 def main(argv):
   del argv
+  start_up_signals.interrupt_while_starting()
+  try:
+    _reproduce()
+  except KeyboardInterrupt:
+    print(
+      "interrupted: the finished runs are kept (each in its workdir under --out); run the same"
+      " command again to go on.",
+      file=sys.stderr,
+    )
+    sys.exit(130)
+
+
+def _reproduce():
   out = pathlib.Path(_OUT.value)
   try:
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,69 @@
+"""Ctrl-C while a command starts (experiments/start_up_signals.py): one line and status 130 at
+every moment, never a traceback, never a run that goes on."""
+
+import gc
+import signal
+import subprocess
+import time
+
+import pytest
+
+from experiments import start_up_signals
+from tests.cli import ROOT, main_command
+from tests.test_vae_experiment import TINY
+
+
+@pytest.fixture
+def restored_sigint():
+  previous = signal.getsignal(signal.SIGINT)
+  yield
+  signal.signal(signal.SIGINT, previous)
+  start_up_signals._received.clear()
+
+
+def test_a_sigint_inside_a_gc_callback_is_not_swallowed(restored_sigint):
+  """Raised inside a garbage-collection callback (as jax registers one), a KeyboardInterrupt is
+  printed as "Exception ignored" and lost; the handler sends the signal again outside it."""
+  start_up_signals.interrupt_while_starting()
+  sent = []
+
+  def callback(phase, info):
+    del info
+    if phase == "start" and not sent:
+      sent.append(signal.SIGINT)
+      signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the callback
+
+  gc.callbacks.append(callback)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      gc.collect()
+      time.sleep(10)  # the signal sent again arrives within ~50 ms
+  finally:
+    gc.callbacks.remove(callback)
+  assert sent and start_up_signals.received() == signal.SIGINT
+
+
+def test_a_sigint_outside_gc_raises_at_once_and_is_remembered(restored_sigint):
+  start_up_signals.interrupt_while_starting()
+  with pytest.raises(KeyboardInterrupt):
+    signal.raise_signal(signal.SIGINT)
+  assert start_up_signals.received() == signal.SIGINT
+
+
+# Moments after the start: while Python and jax load (before 2 s here), while the run sets up its
+# workdir and compiles (2-6 s); each lands in one of the three phases.
+@pytest.mark.slow
+@pytest.mark.parametrize("delay_s", [0.3, 1.0, 1.8, 3.0, 4.5])
+def test_ctrl_c_at_start_up_is_one_line_and_status_130(tmp_path, delay_s):
+  command = main_command(
+    "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=100000", "estimator=st_gs"
+  )
+  process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+  time.sleep(delay_s)
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=300)
+  lines = [line for line in stderr.splitlines() if not line[:1] == "I"]  # less the progress lines
+  assert process.returncode == 130, stderr[-3000:]
+  assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr[-3000:]
+  assert lines[-1].startswith("interrupted: "), stderr[-3000:]
+  assert not (tmp_path / "results.json").exists()
