@@ -180,6 +180,21 @@ def lock_workdir(path: pathlib.Path) -> None:
     )
 
 
+def held_by(path: pathlib.Path) -> str | None:
+  """Who holds ``path``'s lock (a run training in it now: "pid N on host"), or None."""
+  try:
+    handle = open(path / LOCK_FILE)
+  except OSError:  # no lock file: no run ever held it, or one that ended normally
+    return None
+  with handle:
+    try:
+      fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return handle.read().strip() or "another process"
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 def require_workdir(marker: pathlib.Path, step: int) -> None:
   """Raises FileNotFoundError (one line) when the run's workdir was deleted, moved or replaced (by
   a file, or by another directory) while it trained: nothing more it writes could be found again.

@@ -54,6 +54,11 @@ def _read_json(path: pathlib.Path) -> dict:
   try:
     return json.loads(path.read_text())
   except FileNotFoundError:
+    if path.name == "config.json":
+      raise SystemExit(
+        f"error: {path.parent} holds no run (no config.json): give the workdir each slice was"
+        " trained in (--workdir of its job)."
+      ) from None
     raise SystemExit(
       f"error: {path} does not exist: that slice has not finished (run its job again)."
     ) from None
@@ -101,9 +106,27 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path, accept_mixed_code: bo
       f"error: --out={out} is a run's workdir (one of the slices, or another run): its results.json"
       " would be overwritten; give a new directory."
     )
+  for slice_dir in workdirs:
+    if not slice_dir.is_dir():
+      raise SystemExit(
+        f"error: {slice_dir} is not a directory: give the workdir each slice was trained in"
+        " (--workdir of its job)."
+      )
+    holder = workdir.held_by(slice_dir)
+    if holder:
+      raise SystemExit(
+        f"error: {slice_dir} is still training ({holder}): merge once every slice's job has ended."
+      )
+  configs = [_read_json(w / "config.json") for w in workdirs]
+  experiments = {w: c.get("experiment", "vae") for w, c in zip(workdirs, configs)}
+  if len(set(experiments.values())) > 1:
+    raise SystemExit(
+      "error: the slices are runs of different experiments"
+      f" ({', '.join(f'{w}: {e}' for w, e in experiments.items())}): merge the slices of one"
+      " population."
+    )
   slices = [_read_json(slice_dir / "results.json") for slice_dir in workdirs]
   first = slices[0]
-  configs = [_read_json(w / "config.json") for w in workdirs]
   for slice_dir, config, results in zip(workdirs, configs, slices):
     for config_field, results_field in _LENGTH_FIELDS:
       if (

@@ -9,6 +9,7 @@ a few ulps per step; after 7 SGD steps with momentum, 1e-4 relative is ~100x
 that, and a wrong batch, key or hyperparameter changes parameters by > 1e-2.
 """
 
+import fcntl
 import json
 import math
 import os
@@ -23,7 +24,7 @@ import optax
 import pytest
 
 from configs import listops_L10, vae_16ary
-from experiments import config_checks, population, reporting, schedules, search
+from experiments import config_checks, population, reporting, schedules, search, workdir
 from experiments.listops import experiment as listops
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
@@ -499,6 +500,25 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   by_slice = json.loads((tmp_path / "mixed" / "results.json").read_text())["code_segments_by_slice"]
   assert by_slice == {str(shards[0]): single["code_segments"], str(shards[1]): other}
   (shards[1] / "results.json").write_text(json.dumps(results))
+  # A path that is no slice, a slice whose job is still training (it holds the workdir's lock),
+  # and runs of two experiments are one line each, saying which.
+  missing = merge(tmp_path / "missing", shards[0], tmp_path / "shard9")
+  assert last_line(missing).startswith(f"error: {tmp_path / 'shard9'} is not a directory")
+  with open(shards[1] / workdir.LOCK_FILE, "w") as lock:
+    lock.write("pid 12345 on a-host")
+    lock.flush()
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    running = merge(tmp_path / "running", *shards)
+  assert last_line(running).startswith(
+    f"error: {shards[1]} is still training (pid 12345 on a-host): merge once every slice's job"
+  )
+  (shards[1] / workdir.LOCK_FILE).unlink()
+  (shards[1] / "config.json").write_text(json.dumps({**config, "experiment": "listops"}))
+  two = merge(tmp_path / "two", *shards)
+  assert len(last_line(two)) < 400 and last_line(two).startswith(
+    f"error: the slices are runs of different experiments ({shards[0]}: vae, {shards[1]}: listops)"
+  )
+  (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
   unwritable = merge(tmp_path / "safe" / "summary.md" / "x", *shards)
   (shards[1] / "results.json").write_text("{")
   for result, expected in (
