@@ -220,6 +220,23 @@ def unlock_workdirs() -> None:
     del _LOCKS[path]
 
 
+def _make_workdir(path: pathlib.Path) -> None:
+  """Creates ``path`` (and its parents), or raises ConfigError in one line saying why it cannot be
+  the workdir."""
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+  except FileExistsError:  # a file, or a symbolic link to nothing or to itself
+    what = "a symbolic link that leads nowhere (or to itself)" if path.is_symlink() else "a file"
+    raise ConfigError(
+      f"--workdir {path} is {what}, not a directory: give another --workdir."
+    ) from None
+  except OSError as e:
+    raise ConfigError(
+      f"--workdir {path} cannot be created ({e.strerror}: {e.filename}): give a --workdir in a"
+      " directory you can write (e.g. runs/NAME under the clone)."
+    ) from None
+
+
 def prepare_workdir(
   workdir: str,
   config: ConfigDict,
@@ -249,7 +266,7 @@ def prepare_workdir(
       naming each field, its saved and its new value).
   """
   path = pathlib.Path(workdir)
-  path.mkdir(parents=True, exist_ok=True)
+  _make_workdir(path)
   finished = None if steps is None else _finished_results(path, steps)
   if finished is None:
     lock_workdir(path)

@@ -56,3 +56,12 @@ def test_binarized_mnist_by_name_is_the_mnist_loader(tmp_path):
   np.testing.assert_array_equal(splits["train"], images)
   assert source == str(tmp_path)
   np.testing.assert_array_equal(mnist.load(str(tmp_path))["test"], images[2:])
+
+
+@pytest.mark.parametrize("name", ["binarized_mnist", "fashion_mnist", "listops"])
+def test_a_data_dir_that_is_a_file_is_one_line(tmp_path, name):
+  a_file = tmp_path / "data.txt"
+  a_file.write_text("")
+  with pytest.raises(gr_data.DataNotFoundError) as info:
+    gr_data.load(name, a_file, cache_dir=tmp_path / "cache")
+  assert str(info.value).startswith(f"data_dir {a_file} is a file, not a directory: point")

@@ -233,3 +233,17 @@ def test_a_readable_npz_with_bad_pixels_keeps_its_own_message(tmp_path):
     InvalidDataError, match=rf"^{re.escape(str(tmp_path / mnist.NPZ_NAME))}, split 'train': pixels"
   ):
     mnist.load(str(tmp_path), download=False)
+
+
+@pytest.mark.parametrize(
+  "content, reason",
+  [(bytes(range(256)) * 4, "UnicodeDecodeError"), (b"0 1 0\n1 x 0\n", "could not convert")],
+)
+def test_an_amat_file_that_is_no_text_of_numbers_is_one_line(tmp_path, content, reason):
+  for s in mnist.SPLITS:
+    (tmp_path / f"binarized_mnist_{s}.amat").write_bytes(content)
+  with pytest.raises(mnist.InvalidDataError) as info:
+    mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")
+  message = str(info.value)
+  assert "\n" not in message and reason in message
+  assert message.startswith(f"{tmp_path / 'binarized_mnist_train.amat'} is not an .amat file")

@@ -557,7 +557,20 @@ def test_unwritable_workdir_is_one_line(tmp_path):
   result = run_main("configs/vae_16ary.py", blocker / "run", *TINY, "num_steps=2", check=False)
   last = result.stderr.strip().splitlines()[-1]
   assert result.returncode != 0 and "Traceback" not in result.stderr
-  assert last.startswith(f"error: cannot write the run's files in --workdir {blocker / 'run'}")
+  assert last.startswith(f"error: --workdir {blocker / 'run'} cannot be created (Not a directory")
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink_loop", "dangling_symlink"])
+def test_a_workdir_that_is_no_directory_is_one_line(tmp_path, kind):
+  path = tmp_path / "run"
+  if kind == "file":
+    path.write_text("")
+  else:
+    path.symlink_to(path if kind == "symlink_loop" else tmp_path / "gone")
+  with pytest.raises(config_checks.ConfigError) as info:
+    workdir.prepare_workdir(str(path), vae_16ary.get_config())
+  what = "a file" if kind == "file" else "a symbolic link that leads nowhere (or to itself)"
+  assert str(info.value) == f"--workdir {path} is {what}, not a directory: give another --workdir."
 
 
 def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):

@@ -77,6 +77,12 @@ def find(
     InvalidDataError: a file holds something else.
   """
   cache = pathlib.Path(cache_dir) if cache_dir else default_cache(dataset.name)
+  files = dataset.files(**options) if callable(dataset.files) else dataset.files
+  if data_dir and pathlib.Path(data_dir).exists() and not pathlib.Path(data_dir).is_dir():
+    raise DataNotFoundError(
+      f"data_dir {data_dir} is a file, not a directory: point --config.data_dir (data_dir in"
+      f" Python) at the directory holding {dataset.title}'s {files}."
+    )
   candidates = [pathlib.Path(data_dir)] if data_dir else []
   if os.environ.get(DATA_ROOT_VARIABLE):
     candidates.append(pathlib.Path(os.environ[DATA_ROOT_VARIABLE]) / dataset.name)
@@ -108,7 +114,6 @@ def find(
     if dataset.download is not None
     else ""
   )
-  files = dataset.files(**options) if callable(dataset.files) else dataset.files
   raise DataNotFoundError(
     f"{dataset.title} not found: looked for {files} in {', '.join(looked)}{fetched}."
     f" Point --config.data_dir (data_dir in Python; or {where}) at a local copy{allow}."

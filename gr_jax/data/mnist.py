@@ -81,10 +81,20 @@ def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
       ) from None
   if all((directory / _amat_name(s)).is_file() for s in SPLITS):
     return {
-      s: _check(np.loadtxt(directory / _amat_name(s)), str(directory / _amat_name(s)))
+      s: _check(_read_amat(directory / _amat_name(s)), str(directory / _amat_name(s)))
       for s in SPLITS
     }
   return None
+
+
+def _read_amat(path: pathlib.Path) -> np.ndarray:
+  try:
+    return np.loadtxt(path)
+  except (ValueError, UnicodeDecodeError) as e:  # binary or damaged, or not numbers
+    raise InvalidDataError(
+      f"{path} is not an .amat file (text rows of 784 zeros and ones: {type(e).__name__}:"
+      f" {str(e).splitlines()[0][:120]}); replace it with the original file."
+    ) from None
 
 
 def _check(images: np.ndarray, where: str) -> np.ndarray:
