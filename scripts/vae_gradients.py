@@ -12,6 +12,8 @@ from experiments import vae as vae_experiment
 from experiments.vae.task import VAETask
 from gr_jax import diagnostics, estimators
 
+BATCH = 20  # training images in the fixed batch, as the paper's Figure 2b
+
 
 def mse_summary(stats, reference, reference_mean_variance) -> dict:
   """Squared bias (less the reference's Monte Carlo variance), variance and MSE to ``reference``."""
@@ -21,13 +23,21 @@ def mse_summary(stats, reference, reference_mean_variance) -> dict:
 
 
 def setup(workdir: pathlib.Path, member: int, data_dir: str = ""):
-  """(config, trained member state, a fixed batch of 20 training images, step) of a workdir's
+  """(config, trained member state, a fixed batch of BATCH training images, step) of a workdir's
   latest checkpoint: the parameters, REINFORCE baseline and input centring of population member
   ``member`` (or of a single-run checkpoint written before populations)."""
-  config, state, _, data, step = vae_experiment.load_trained(
-    workdir, member, data_dir=data_dir or None
-  )
-  rows = np.random.default_rng(0).choice(len(data["train"]), 20, replace=False)
+  try:
+    config, state, _, data, step = vae_experiment.load_trained(
+      workdir, member, data_dir=data_dir or None
+    )
+  except (ValueError, OSError) as e:  # not a VAE run, no such member, no data (one line each)
+    raise SystemExit(f"error: --vae_workdir={workdir}, --vae_member={member}: {e}") from None
+  if len(data["train"]) < BATCH:
+    raise SystemExit(
+      f"error: --vae_workdir={workdir} was trained on {len(data['train'])} training images; the"
+      f" measurement takes a batch of {BATCH}: give a run trained on binarized MNIST."
+    )
+  rows = np.random.default_rng(0).choice(len(data["train"]), BATCH, replace=False)
   return config, state, jnp.asarray(data["train"][rows], jnp.float32), step
 
 

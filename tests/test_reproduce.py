@@ -123,6 +123,25 @@ def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):
         and cell["variance"] > 0
       )
   assert (tmp_path / "out" / "figures" / "figure_2b.png").read_bytes()[:4] == b"\x89PNG"
+  # A member the workdir does not hold, no run, a ListOps run: one line each, naming the flags.
+  listops_run = tmp_path / "listops"
+  listops_run.mkdir()
+  (listops_run / "config.json").write_text(json.dumps({"experiment": "listops"}))
+  for flags, expected in (
+    ((f"--vae_workdir={workdir}", "--vae_member=2"), "this workdir holds population members 0-1"),
+    ((f"--vae_workdir={tmp_path / 'none'}",), "holds no run"),
+    ((f"--vae_workdir={listops_run}",), "holds a listops run; load_trained reads VAE runs"),
+  ):
+    result = subprocess.run(
+      [sys.executable, str(ROOT / "scripts" / "figure_2b.py"), *flags, f"--out_dir={tmp_path}"],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert last.startswith(f"error: {flags[0]}, --vae_member=") and expected in last, last
 
 
 def test_a_failed_or_stopped_run_is_one_line_and_sigterm_reaches_the_run(tmp_path):
