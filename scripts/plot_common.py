@@ -28,18 +28,44 @@ def load_runs(patterns):
     for directory in sorted(glob.glob(pattern)):
       path = pathlib.Path(directory)
       if (path / "metrics.jsonl").is_file() and (path / "config.json").is_file():
-        config = json.loads((path / "config.json").read_text())
-        records = [
-          json.loads(line)
-          for line in (path / "metrics.jsonl").read_text().splitlines()
-          if line.strip()
-        ]
-        runs.append((config, records))
+        runs.append((_config(path / "config.json"), _records(path / "metrics.jsonl")))
   if not runs:
     raise SystemExit(
       f"error: no run directory (with config.json and metrics.jsonl) matches {patterns}"
     )
   return runs
+
+
+def _config(path: pathlib.Path) -> dict:
+  try:
+    config = json.loads(path.read_text())
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise SystemExit(f"error: {path} is damaged ({e}): that run cannot be plotted.") from None
+  if not isinstance(config, dict):
+    raise SystemExit(f"error: {path} is damaged (not a JSON object): that run cannot be plotted.")
+  return config
+
+
+def _records(path: pathlib.Path) -> list[dict]:
+  """metrics.jsonl's records; damaged lines (a disk that filled, an edit) are skipped, and said."""
+  records, damaged = [], []
+  for number, line in enumerate(path.read_bytes().decode(errors="replace").splitlines(), 1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      record = None
+    if isinstance(record, dict) and isinstance(record.get("step"), int):
+      records.append(record)
+    else:
+      damaged.append(number)
+  if damaged:
+    print(
+      f"warning: {path}: skipped {len(damaged)} damaged line(s) (line {damaged[0]}"
+      f"{', ...' if len(damaged) > 1 else ''}); the plot uses the other {len(records)}."
+    )
+  return records
 
 
 def series(records, metric, split="train"):
@@ -80,7 +106,13 @@ def member_hyperparameters(workdir: pathlib.Path, config: dict) -> dict[int, dic
   alone)."""
   results = workdir / "results.json"
   if results.is_file():
-    return {m["member"]: m for m in json.loads(results.read_text())["members"]}
+    try:
+      return {m["member"]: m for m in json.loads(results.read_text())["members"]}
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+      raise SystemExit(
+        f"error: {results} is damaged ({type(e).__name__}: {e}): rerun the population's command"
+        " to rewrite it."
+      ) from None
   experiment = EXPERIMENTS[config["experiment"]]
   lists = {k: tuple(v) if isinstance(v, list) else v for k, v in config["population"].items()}
   chosen = search.members(

@@ -184,3 +184,31 @@ def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
     cwd=ROOT,
   )
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("script", ["plot_variance.py", "plot_members.py", "plot_convergence.py"])
+def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, script):
+  """A metrics.jsonl with a torn line and binary garbage (a disk that filled, a bad copy): the plot
+  is drawn from the other lines, with one warning line; a damaged config.json is one error line."""
+  run = tmp_path / "run"
+  _write_run(run, "st_gs", 0.5, 0)
+  config = json.loads((run / "config.json").read_text())
+  (run / "config.json").write_text(json.dumps({**config, **vae_16ary.get_config().to_dict()}))
+  with open(run / "metrics.jsonl", "ab") as metrics:
+    metrics.write(b'{"step": 6000, "split"\n\x00\xff garbage\n')
+  command = [sys.executable, str(ROOT / "scripts" / script), f"--runs={run}"]
+  result = subprocess.run(
+    [*command, f"--out={tmp_path / 'a.png'}"], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f"warning: {run / 'metrics.jsonl'}: skipped 2 damaged line(s) (line 11, ...)" in (
+    result.stdout
+  )
+  assert (tmp_path / "a.png").is_file()
+  (run / "config.json").write_text("[1")
+  result = subprocess.run(
+    [*command, f"--out={tmp_path / 'b.png'}"], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"error: {run / 'config.json'} is damaged")
