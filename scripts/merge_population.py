@@ -10,8 +10,13 @@ would have.
 """
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
+from experiments import start_up_signals
+
+start_up_signals.quit_while_loading()  # first, before jax loads
+
 import json
 import pathlib
+import sys
 
 from absl import app, flags
 
@@ -184,9 +189,14 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path, accept_mixed_code: bo
 
 
 def main(argv):
-  results = merge(
-    [pathlib.Path(a) for a in argv[1:]], pathlib.Path(_OUT.value), _ACCEPT_MIXED_CODE.value
-  )
+  start_up_signals.interrupt_while_starting()
+  try:
+    results = merge(
+      [pathlib.Path(a) for a in argv[1:]], pathlib.Path(_OUT.value), _ACCEPT_MIXED_CODE.value
+    )
+  except KeyboardInterrupt:
+    print("interrupted: the slices are unchanged; run the same command again.", file=sys.stderr)
+    sys.exit(130)
   print((pathlib.Path(_OUT.value) / "summary.md").read_text())
   print(f"selected member {results['selected_member']} by {' '.join(results['selected_by'])}")
 

@@ -4,6 +4,7 @@ every moment, never a traceback, never a run that goes on."""
 import gc
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -67,3 +68,24 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(tmp_path, delay_s):
   assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr[-3000:]
   assert lines[-1].startswith("interrupted: "), stderr[-3000:]
   assert not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["reproduce.py", "merge_population.py"])
+@pytest.mark.parametrize("delay_s", [0.2, 0.6])  # while Python and jax load
+def test_ctrl_c_while_a_script_loads_is_one_line_and_status_130(tmp_path, script, delay_s):
+  flags = {
+    "reproduce.py": ["--table=2", f"--out={tmp_path}", "--draws=1", "--estimators=st_gs"],
+    "merge_population.py": [f"--out={tmp_path / 'merged'}", str(tmp_path)],
+  }[script]
+  process = subprocess.Popen(
+    [sys.executable, str(ROOT / "scripts" / script), *flags],
+    cwd=ROOT,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+  time.sleep(delay_s)
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=300)
+  assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+  assert stderr.strip().splitlines()[-1].startswith("interrupted: "), stderr[-3000:]
