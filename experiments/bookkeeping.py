@@ -114,7 +114,8 @@ class MetricsWriter:
     if self._summary_writer is not None:
       board = self._board(member)
       for name, value in metrics.items():
-        if name not in self.NOT_PLOTTED:
+        # A non-finite value is null in metrics.jsonl and no point of the curve (as in the plots).
+        if name not in self.NOT_PLOTTED and math.isfinite(float(value)):
           board.add_scalar(
             f"final/{split}_{name}" if final else f"{split}/{name}", float(value), int(step)
           )

@@ -119,8 +119,15 @@ class Checkpointer:
     try:
       self._manager.save(step, args=ocp.args.StandardSave(state))
       self._manager.wait_until_finished()
-    except ValueError as e:  # tensorstore reports ENOSPC as ValueError("RESOURCE_EXHAUSTED: ...")
-      if "RESOURCE_EXHAUSTED" not in str(e) and "No space left" not in str(e):
+    # tensorstore reports ENOSPC as ValueError("RESOURCE_EXHAUSTED: ..."), orbax's metadata writes
+    # as OSError.
+    except (ValueError, OSError) as e:
+      if not (
+        isinstance(e, OSError)
+        and e.errno == errno.ENOSPC
+        or "RESOURCE_EXHAUSTED" in str(e)
+        or "No space left" in str(e)
+      ):
         raise
       needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state) if hasattr(leaf, "nbytes"))
       free = shutil.disk_usage(self.directory).free

@@ -18,8 +18,10 @@ import logging as python_logging
 import os
 import pathlib
 import re
+import shutil
 import signal
 import sys
+import threading
 import time
 
 import jax
@@ -110,8 +112,17 @@ def main(argv):
     sys.exit(f"error: {e}")
   except OSError as e:  # a workdir that cannot be written, a full disk
     logging.flush()
-    if e.errno == errno.ENOSPC and e.filename is None:  # the checkpointer's own message
-      sys.exit(f"error: {e.strerror}")
+    if e.errno == errno.ENOSPC:
+      _quiet_about_the_full_disk()
+    if e.errno == errno.ENOSPC and str(e.strerror).startswith("no space left on the device of"):
+      sys.exit(f"error: {e.strerror}")  # the checkpointer's own message
+    if e.errno == errno.ENOSPC:
+      free = shutil.disk_usage(_WORKDIR.value).free if os.path.isdir(_WORKDIR.value) else 0
+      sys.exit(
+        f"error: no space left on the device of --workdir {_WORKDIR.value} ({free / 2**20:.1f} MiB"
+        f" free) while writing {e.filename or 'the run' + chr(39) + 's files'}: free some space"
+        " and run the same command again (what the run saved is kept)."
+      )
     sys.exit(f"error: cannot write the run's files in --workdir {_WORKDIR.value}: {e}")
   except bookkeeping.Interrupted as e:
     logging.flush()
@@ -142,6 +153,22 @@ def main(argv):
     os._exit(1)  # not sys.exit: JAX's shutdown would wait for the lost process, then abort
   finally:  # a run that ended, finished or stopped, leaves no .lock (a killed one's is stale)
     workdir.unlock_workdirs()
+
+
+def _full_disk(error: BaseException | None) -> bool:
+  return isinstance(error, OSError) and error.errno == errno.ENOSPC
+
+
+def _quiet_about_the_full_disk() -> None:
+  """After the run's one line on a full disk, the libraries' own writers fail again on it while
+  the interpreter shuts down (tensorboardX's atexit flush, and its writer thread on the queue the
+  failed close left closed; orbax's unawaited futures): their tracebacks would say nothing more."""
+  python_logging.getLogger("asyncio").setLevel(python_logging.CRITICAL)
+  unraisable, in_thread = sys.unraisablehook, threading.excepthook
+  sys.unraisablehook = lambda what: None if _full_disk(what.exc_value) else unraisable(what)
+  threading.excepthook = lambda what: (
+    None if isinstance(what.exc_value, OSError) else in_thread(what)
+  )
 
 
 _ASSIGNMENT = re.compile(r"^\s*config\.(\w+) = [^#]*?(?:\s+#\s*(.*))?$")

@@ -598,15 +598,39 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path):
   assert "Traceback" not in broken.stderr
 
 
-def _mount_tmpfs(path, megabytes: int) -> bool:
+def _mount_tmpfs(path, megabytes: float) -> bool:
   path.mkdir(exist_ok=True)
   remount = ["-o", "remount"] if os.path.ismount(path) else []
-  command = ["mount", "-t", "tmpfs", *remount, "-o", f"size={megabytes}M", "tmpfs", str(path)]
+  size = f"size={round(megabytes * 1024)}k"
+  command = ["mount", "-t", "tmpfs", *remount, "-o", size, "tmpfs", str(path)]
   return (
     os.geteuid() == 0
     and shutil.which("mount")
     and subprocess.run(command, capture_output=True).returncode == 0
   )
+
+
+# 8-16 KiB fill up at config.json / TensorBoard's first events, 20 KiB at orbax's metadata, 64 KiB
+# in the checkpoint's arrays.
+@pytest.mark.parametrize("kibibytes", [8, 16, 20, 64])
+def test_a_disk_full_at_the_start_is_one_line_and_the_run_starts_once_space_is_freed(
+  tmp_path, kibibytes
+):
+  disk = tmp_path / "disk"
+  if not _mount_tmpfs(disk, kibibytes / 1024):
+    pytest.skip("a small disk needs root and mount (tmpfs)")
+  try:
+    settings = (*TINY[:1], *TINY[3:], "num_steps=4", "estimator=st_gs", "num_eval_samples=5")
+    full = run_main("configs/vae_16ary.py", disk / "run", *settings, check=False)
+    lines = [line for line in full.stderr.strip().splitlines() if not line.startswith("I")]
+    assert full.returncode == 1 and len(lines) == 1, full.stderr[-3000:]
+    assert lines[0].startswith("error: no space left on the device of "), lines
+    assert "free some space and run the same command again" in lines[0]
+    assert _mount_tmpfs(disk, 64)
+    run_main("configs/vae_16ary.py", disk / "run", *settings)
+    assert json.loads((disk / "run" / "results.json").read_text())["steps"] == 4
+  finally:
+    subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_a_full_disk_is_one_line_and_the_run_resumes_once_space_is_freed(tmp_path):
