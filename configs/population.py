@@ -13,6 +13,10 @@ def population_config() -> ml_collections.ConfigDict:
   # non-empty lists below (size = 1 or the number of combinations).
   config.search = "none"
   config.search_seed = 0
+  # With search="paper": each draw of the search trains with this many seeds (a spread per draw):
+  # members d*k .. d*k+k-1 share draw d's hyperparameters, seeds seed + d + r*size/k (r < k).
+  # size counts members: size / seeds_per_draw draws.
+  config.seeds_per_draw = 1
   config.learning_rate = ()
   config.momentum = ()
   config.weight_decay = ()

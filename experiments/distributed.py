@@ -280,8 +280,9 @@ def supervise(argv: list[str], quiet: bool) -> int:
   """Runs this command again as the training process and returns its exit status.
 
   Its output passes through (less, when ``quiet``, the library lines named by _ALARM and _GLOO);
-  SIGINT / SIGTERM are passed on (the run saves a checkpoint and stops). If JAX aborts it because
-  another process failed, the abort's dump is replaced by one line naming the lost process.
+  SIGINT / SIGTERM are passed on, SIGHUP as SIGTERM (the run saves a checkpoint and stops). If
+  JAX aborts it because another process failed, the abort's dump is replaced by one line naming
+  the lost process.
   """
   command = [sys.executable, "-m", "experiments.main", *argv[1:]]
   process = subprocess.Popen(
@@ -298,6 +299,15 @@ def supervise(argv: list[str], quiet: bool) -> int:
   previous = {
     s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS
   }
+
+  # A closed terminal (SIGHUP, unless nohup ignores it) stops the job as SIGTERM does, with a
+  # checkpoint in every process, rather than killing this process and losing it to the others.
+  def hang_up(signum, frame):
+    print("SIGHUP (the terminal closed): stopping the job as for SIGTERM.", file=sys.stderr)
+    process.send_signal(signal.SIGTERM)
+
+  if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
   stdout = threading.Thread(target=_pass_stdout, args=(process.stdout, quiet), daemon=True)
   stdout.start()
   shown = _StderrFilter(quiet)

@@ -32,7 +32,7 @@ class PopulationExperiment:
   SAFE_TO_CHANGE: ClassVar[frozenset[str]] = workdir.SAFE_TO_CHANGE
   # Fields added to the config after runs were saved without them: field -> the values that train
   # what those runs trained (workdir.prepare_workdir).
-  ADDED_FIELDS: ClassVar[dict[str, tuple]] = {}
+  ADDED_FIELDS: ClassVar[dict[str, tuple]] = {"population.seeds_per_draw": (1,)}
   # Fields of the final evaluation (a finished run names them when they change).
   EVALUATION_FIELDS: ClassVar[tuple[str, ...]] = ()
   # Model selection: (the members' result compared, "min" or "max").

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import statistics
 from typing import Sequence
 
 import jax
@@ -23,6 +24,7 @@ def member_report(member: Member, results: dict, diverged_at: int) -> dict:
   """A ``members`` entry of results.json."""
   return {
     "member": member.index,
+    **({"draw": member.draw} if member.draw is not None else {}),
     "seed": member.seed,
     **member.hyperparameters,
     **results,
@@ -156,11 +158,78 @@ def write_results(
   results["selected_member"] = selected["member"] if selected else None
   results.pop("member", None)
   results.pop("final", None)
+  draws = draw_spreads(reports, columns)
+  if draws:
+    results["draws"] = draws
+    results.pop("draw", None)
+    if selected:
+      results["selected_draw"] = next(d for d in draws if d["draw"] == selected["draw"])
   workdir.write_json_atomic(path / "results.json", results)
   workdir.write_text_atomic(
-    path / "summary.md", run_line(common_results) + summary_table(reports, metric, mode, columns)
+    path / "summary.md",
+    run_line(common_results)
+    + summary_table(reports, metric, mode, columns)
+    + (draws_table(draws, metric, mode, columns) if draws else ""),
   )
   return results
+
+
+def draw_spreads(reports: Sequence[dict], columns: Sequence[str]) -> list[dict]:
+  """Per draw of a search with several seeds per draw (``population.seeds_per_draw``): its
+  hyperparameters, and each column's mean and sample standard deviation over the seeds that
+  trained to the end (a diverged seed is counted in ``diverged``); [] when members have no draw."""
+  by_draw: dict[int, list[dict]] = {}
+  for report in reports:
+    if "draw" in report:
+      by_draw.setdefault(report["draw"], []).append(report)
+  spreads = []
+  for draw, members in sorted(by_draw.items()):
+    trained = [m for m in members if m.get("diverged_at_step") is None]
+    entry = {
+      "draw": draw,
+      "members": [m["member"] for m in members],
+      **{h: members[0][h] for h in HYPERPARAMETERS if h in members[0]},
+      "seeds": len(members),
+      "diverged": len(members) - len(trained),
+    }
+    for column in columns:
+      values = [m[column] for m in trained if _finite(m.get(column))]
+      entry[column] = statistics.fmean(values) if values else None
+      entry[f"{column}_sd"] = statistics.stdev(values) if len(values) > 1 else None
+    spreads.append(entry)
+  return spreads
+
+
+def _finite(value) -> bool:
+  return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def draws_table(draws: Sequence[dict], metric: str, mode: str, columns: Sequence[str]) -> str:
+  """Markdown: one row per draw, mean +- sd over its seeds, sorted by the mean of ``metric``."""
+  ordered = sorted(
+    draws,
+    key=lambda d: (
+      (0, d[metric] if mode == "min" else -d[metric]) if _finite(d[metric]) else (1, 0.0)
+    ),
+  )
+  hyperparameters = [h for h in HYPERPARAMETERS if h in draws[0]]
+  fields = ["draw", *hyperparameters, "seeds", "diverged", *columns]
+  lines = [
+    "",
+    "Per draw: mean +- sd over the seeds that trained to the end.",
+    "",
+    "| " + " | ".join(fields) + " |",
+    "|" + "---|" * len(fields),
+  ]
+  for draw in ordered:
+    cells = [str(draw["draw"])]
+    cells += [f"{draw[h]:.4g}" for h in hyperparameters]
+    cells += [str(draw["seeds"]), str(draw["diverged"])]
+    for column in columns:
+      mean, sd = draw[column], draw[f"{column}_sd"]
+      cells.append("-" if mean is None else f"{mean:.4g}" + ("" if sd is None else f" +- {sd:.2g}"))
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
 
 
 def run_line(common_results: dict) -> str:
@@ -189,6 +258,7 @@ def summary_table(reports: Sequence[dict], metric: str, mode: str, columns: Sequ
 
   fields = [
     "member",
+    *(["draw"] if "draw" in reports[0] else []),
     "seed",
     *[h for h in HYPERPARAMETERS if h in reports[0]],
     *columns,

@@ -60,6 +60,7 @@ class Member:
   index: int
   seed: int
   hyperparameters: dict[str, float]
+  draw: int | None = None  # the paper search's draw, when each draw has several seeds
 
 
 # A paper search: (member index, search seed, config) -> (seed, hyperparameters).
@@ -121,6 +122,28 @@ def check(config: ConfigDict, hyperparameters: Sequence[str]) -> None:
       f"a list of {rule.allowed}s",
       values,
     )
+  seeds_per_draw = pop.get("seeds_per_draw", 1)
+  config_checks.require(
+    isinstance(seeds_per_draw, int)
+    and not isinstance(seeds_per_draw, bool)
+    and seeds_per_draw >= 1,
+    "population.seeds_per_draw",
+    "an int >= 1",
+    seeds_per_draw,
+  )
+  if seeds_per_draw > 1:
+    config_checks.require(
+      pop.search == "paper",
+      "population.seeds_per_draw",
+      "1 unless population.search='paper' (the seeds of each of its draws)",
+      seeds_per_draw,
+    )
+    config_checks.require(
+      pop.size % seeds_per_draw == 0,
+      "population.size",
+      f"a multiple of population.seeds_per_draw = {seeds_per_draw} (draws x seeds)",
+      pop.size,
+    )
   if pop.search == "lists":
     lists = [tuple(pop[f]) for f in (*HYPERPARAMETERS, "seed")]
     combinations = math.prod(len(v) for v in lists if v)
@@ -178,8 +201,14 @@ def members(
       seed = int(chosen.pop("seed", config.seed))
       everyone.append(Member(index, seed, {**base, **{k: float(v) for k, v in chosen.items()}}))
   else:
+    per_draw = pop.get("seeds_per_draw", 1)
     for index in range(pop.size):
-      if pop.search == "paper":
+      if pop.search == "paper" and per_draw > 1:
+        draw, repeat = divmod(index, per_draw)
+        seed, drawn = paper_search(draw, pop.search_seed, config)
+        seed += repeat * (pop.size // per_draw)
+        everyone.append(Member(index, seed, {**base, **drawn}, draw))
+      elif pop.search == "paper":
         seed, drawn = paper_search(index, pop.search_seed, config)
         everyone.append(Member(index, seed, {**base, **drawn}))
       else:

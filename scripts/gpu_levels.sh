@@ -9,7 +9,8 @@
 #   3. Table 2, 16-ary, B = 20, the paper's search (20 draws, 50,000 steps, members compared at
 #      M = 1000, the selected one at M = 5000 on the full validation and test sets): GR-MC1000,
 #      ST, GS, REINFORCE; then the two-layer model (configs/vae_two_layer_16ary.py) for ST-GS and
-#      GR-MC100; then the B = 200 column;
+#      GR-MC100; then the B = 200 column; 3 seeds of each draw in the same population (60
+#      members: a population of 20 leaves the GPU idle), so that every cell carries a spread;
 #   4. Table 1, L <= 10, tau = 0.1 and 1.0, the learning-rate grid x 5 seeds on the 90,000-line
 #      training set: ST-GS, GR-MC10.
 # A step starts only while time is left, and is stopped (a checkpoint saved: rerun to resume) when
@@ -56,7 +57,7 @@ step() {
 table2() {
   local name=$1; shift
   step "$name" python3 scripts/reproduce.py --table=2 --out="$out/table2" --arities=16 --draws=20 \
-    --data_dir="$data/binarized_mnist" --set=selection_eval_samples=1000 --set=variance_every=0 \
+    --seeds_per_draw=3 --data_dir="$data/binarized_mnist" --set=selection_eval_samples=1000 --set=variance_every=0 \
     --set=eval_every=0 --set=eval_batch_size=500 --name="$name" "$@" "${tiny_vae[@]}"
 }
 table1() {

@@ -43,6 +43,8 @@ _PER_SLICE = {
   "final_eval_seconds",
   "trained_steps",
   "code_segments",
+  "draws",
+  "selected_draw",
 }
 
 

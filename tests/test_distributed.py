@@ -147,12 +147,20 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
     _kill(process)
   # Resumed; SIGTERM (a scheduler's preemption) to one process, at several moments: all stop at
   # the same step. Process 0 decides with process 1 from the signals gathered at the same point.
-  for signalled, checkpoint, delay in ((1, 300, 0.0), (0, 500, 0.0), (0, 700, 0.5)):
+  # SIGHUP (a closed terminal) to process 0 stops the job as SIGTERM does.
+  for signalled, checkpoint, delay, sent in (
+    (1, 300, 0.0, signal.SIGTERM),
+    (0, 500, 0.0, signal.SIGTERM),
+    (0, 700, 0.5, signal.SIGTERM),
+    (0, 800, 0.2, signal.SIGHUP),
+  ):
     processes = _start(*VAE[:1], job, *VAE[1:])
     _wait_for(job / "checkpoints" / str(checkpoint), processes)
     time.sleep(delay)
-    processes[signalled].send_signal(signal.SIGTERM)
+    processes[signalled].send_signal(sent)
     stopped = _finish(processes)
+    if sent == signal.SIGHUP:
+      assert "SIGHUP (the terminal closed): stopping the job as for SIGTERM." in stopped[0][1]
     lasts = [stderr.strip().splitlines()[-1] for _, stderr in stopped]
     assert [code for code, _ in stopped] == [128 + signal.SIGTERM] * 2, lasts
     assert lasts[0] == lasts[1] and lasts[0].startswith("interrupted: stopped by SIGTERM at step ")

@@ -227,6 +227,55 @@ def test_paper_searches_draw_only_from_the_papers_sets():
   )
 
 
+def test_seeds_per_draw_repeat_each_paper_draw_with_distinct_seeds():
+  """Draw d of a search with k seeds per draw is member d of the plain search (its hyperparameters
+  and seed), repeated with seeds seed + d + r * draws; the seeds are distinct."""
+  config = _config(population_search="paper", population_size=12, population_seeds_per_draw=3)
+  repeated = search.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  plain = search.members(
+    _config(population_search="paper", population_size=4), vae.HYPERPARAMETERS, vae.paper_search
+  )
+  assert [m.draw for m in repeated] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+  for member in repeated:
+    assert member.hyperparameters == plain[member.draw].hyperparameters
+  assert [m.seed for m in repeated[:3]] == [plain[0].seed, plain[0].seed + 4, plain[0].seed + 8]
+  assert len({m.seed for m in repeated}) == 12
+  assert all(m.draw is None for m in plain)
+  # A config saved before the field existed is this config's run (seeds_per_draw = 1).
+  saved = workdir.flatten(_config(population_search="paper", population_size=4).to_dict())
+  del saved["population.seeds_per_draw"]
+  new = workdir.flatten(_config(population_search="paper", population_size=4).to_dict())
+  assert workdir.differing_fields(saved, new, added_fields=vae.VAEExperiment.ADDED_FIELDS) == []
+  assert workdir.differing_fields(
+    saved, {**new, "population.seeds_per_draw": 2}, added_fields=vae.VAEExperiment.ADDED_FIELDS
+  ) == ["population.seeds_per_draw"]
+
+
+def test_draw_spreads_are_the_mean_and_sd_over_each_draws_trained_seeds():
+  reports = [
+    {"member": 0, "draw": 0, "tau": 0.5, "valid_nll": 1.0, "diverged_at_step": None},
+    {"member": 1, "draw": 0, "tau": 0.5, "valid_nll": 2.0, "diverged_at_step": None},
+    {"member": 2, "draw": 0, "tau": 0.5, "valid_nll": 3.0, "diverged_at_step": None},
+    {"member": 3, "draw": 1, "tau": 0.9, "valid_nll": 5.0, "diverged_at_step": None},
+    {"member": 4, "draw": 1, "tau": 0.9, "valid_nll": 0.5, "diverged_at_step": 7},
+  ]
+  zero, one = reporting.draw_spreads(reports, ["valid_nll"])
+  # 1, 2, 3: mean 2, sample sd 1; draw 1's diverged seed is left out (one seed: no sd).
+  assert zero == {
+    "draw": 0,
+    "members": [0, 1, 2],
+    "tau": 0.5,
+    "seeds": 3,
+    "diverged": 0,
+    "valid_nll": 2.0,
+    "valid_nll_sd": 1.0,
+  }
+  assert one["valid_nll"] == 5.0 and one["valid_nll_sd"] is None and one["diverged"] == 1
+  table = reporting.draws_table([zero, one], "valid_nll", "min", ["valid_nll"])
+  assert "| 0 | 0.5 | 3 | 0 | 2 +- 1 |" in table and "| 1 | 0.9 | 2 | 1 | 5 |" in table
+  assert reporting.draw_spreads([{"member": 0, "valid_nll": 1.0}], ["valid_nll"]) == []
+
+
 def test_selection_takes_the_best_finite_validation_member():
   reports = [
     {"member": 0, "valid_nll": 100.0},
@@ -263,6 +312,15 @@ def test_selection_takes_the_best_finite_validation_member():
     ),
     ({"population_size": 2, "population_num_shards": 3}, "population.num_shards"),
     ({"population_vectorize": "pmap"}, "population.vectorize"),
+    ({"population_size": 4, "population_seeds_per_draw": 2}, "population.seeds_per_draw"),
+    (
+      {"population_search": "paper", "population_size": 5, "population_seeds_per_draw": 2},
+      "population.size",
+    ),
+    (
+      {"population_search": "paper", "population_size": 4, "population_seeds_per_draw": 0},
+      "population.seeds_per_draw",
+    ),
     ({"steps_per_call": 0}, "steps_per_call"),
     (
       {

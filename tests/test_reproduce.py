@@ -70,6 +70,37 @@ def test_table1_selects_the_learning_rate_on_mean_validation_and_reports_seeds(t
   )
 
 
+def test_table2_with_seeds_per_draw_reports_the_selected_draws_spread(tmp_path):
+  _script(
+    "reproduce.py",
+    "--table=2",
+    f"--out={tmp_path}",
+    "--arities=16",
+    "--batch_sizes=20",
+    "--estimators=st_gs",
+    "--draws=2",
+    "--seeds_per_draw=2",
+    "--set=dataset=synthetic",
+    "--set=encoder_widths=(8,)",
+    "--set=decoder_widths=(8,)",
+    "--set=num_steps=2",
+    "--set=eval_every=0",
+    "--set=variance_every=0",
+    "--set=num_eval_samples=4",
+  )
+  results = json.loads((tmp_path / "16ary_B20" / "st_gs" / "results.json").read_text())
+  assert [(m["draw"], m["member"]) for m in results["members"]] == [(0, 0), (0, 1), (1, 2), (1, 3)]
+  draw = results["selected_draw"]
+  same_draw = [m["test_nll"] for m in results["members"] if m["draw"] == draw["draw"]]
+  assert results["selected_member"] in draw["members"]
+  assert draw["test_nll"] == pytest.approx(statistics.mean(same_draw))
+  assert draw["test_nll_sd"] == pytest.approx(statistics.stdev(same_draw))
+  row = json.loads((tmp_path / "table2.json").read_text())[0]
+  assert "2 seeds per draw (4 members; the best member selected)" in row["departures"]
+  cell = f"(its draw: {draw['test_nll']:.1f} ± {draw['test_nll_sd']:.1f} over 2 seeds)"
+  assert cell in (tmp_path / "table2.md").read_text()
+
+
 def test_wall_time_sums_the_processes_that_trained(tmp_path):
   log = tmp_path / "log.txt"
   log.write_text(

@@ -178,7 +178,7 @@ class VAEExperiment(driver.PopulationExperiment):
 
   HYPERPARAMETERS = HYPERPARAMETERS
   SAFE_TO_CHANGE = SAFE_TO_CHANGE
-  ADDED_FIELDS = models.ADDED_FIELDS
+  ADDED_FIELDS = {**driver.PopulationExperiment.ADDED_FIELDS, **models.ADDED_FIELDS}
   EVALUATION_FIELDS = EVALUATION_FIELDS
   SELECTION = evaluation.SELECTION
   COLUMNS = ("valid_nll", "test_nll")
