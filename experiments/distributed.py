@@ -33,7 +33,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
-from experiments import config_checks, provenance, workdir
+from experiments import config_checks, log_filter, provenance, workdir
 
 REQUESTED = "GR_JAX_DISTRIBUTED"
 _WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it starts
@@ -49,17 +49,11 @@ _SETTINGS = (
 # What JAX prints when the coordination service stops a process because another one failed.
 _FATAL = "Terminating process because the JAX distributed service detected fatal errors"
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# A log line (absl's format, Python's or C++'s) and its source file; the coordination service's
-# files.
-_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ([\w.]+):\d+\]")
+# The coordination service's source files (in log lines: log_filter.LOG_LINE).
 _COORDINATION = re.compile(r"coordination|preemption|client\.h")
-# Library lines a quiet run (--verbosity 0) leaves out, as it leaves out the libraries' INFO lines:
-# XLA's slow-operation alarms (an E-line and its banner, though a long compilation is no error of
-# the run) on stderr, gloo's connection lines on stdout.
-_ALARM = re.compile(r"slow_operation_alarm")
+# Gloo's connection lines (stdout), which a quiet job (--verbosity 0) leaves out, as it does XLA's
+# slow-operation alarms (log_filter) and the libraries' INFO lines.
 _GLOO = re.compile(r"^\[Gloo\] ")
-# Lines the project's own code starts with: never taken for the continuation of a library's line.
-_OWN_LINE = re.compile(r"^(Traceback|Fatal Python error|error:|interrupted:|finished:|warning:)")
 
 
 def requested() -> bool:
@@ -244,8 +238,8 @@ class _StderrFilter:
 
   def __init__(self, quiet: bool):
     self.quiet = quiet
+    self.alarms = log_filter.AlarmFilter()
     self.held: list[str] = []
-    self.dropping = False
     self.aborted = False
 
   def feed(self, line: str) -> str:
@@ -253,11 +247,9 @@ class _StderrFilter:
     self.aborted = self.aborted or _FATAL in line
     if self.aborted:
       return ""
-    logged = _LOG_LINE.match(line)
-    if logged or _OWN_LINE.match(line):
-      self.dropping = bool(self.quiet and logged and _ALARM.search(logged.group(1)))
-    if self.dropping:
+    if not self.alarms.keeps(line) and self.quiet:
       return ""
+    logged = log_filter.LOG_LINE.match(line)
     if logged and _COORDINATION.search(logged.group(1)) or self.held and not logged:
       self.held.append(line)
       return ""
@@ -279,7 +271,7 @@ def _pass_stdout(stream, quiet: bool) -> None:
 def supervise(argv: list[str], quiet: bool) -> int:
   """Runs this command again as the training process and returns its exit status.
 
-  Its output passes through (less, when ``quiet``, the library lines named by _ALARM and _GLOO);
+  Its output passes through (less, when ``quiet``, XLA's alarms and gloo's lines);
   SIGINT / SIGTERM are passed on, SIGHUP as SIGTERM (the run saves a checkpoint and stops). If
   JAX aborts it because another process failed, the abort's dump is replaced by one line naming
   the lost process.

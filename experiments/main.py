@@ -33,6 +33,7 @@ from experiments import (
   config_checks,
   distributed,
   listops,
+  log_filter,
   reporting,
   toy_qp,
   vae,
@@ -86,6 +87,8 @@ def main(argv):
     )
   if distributed.requested() and not distributed.in_worker():
     sys.exit(distributed.supervise(sys.argv, quiet=flags.FLAGS.verbosity < 1))
+  if flags.FLAGS.verbosity < 1 and not distributed.requested():  # a job's supervisor filters
+    log_filter.start()
   experiment = config.get("experiment")
   if experiment not in EXPERIMENTS:
     sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
