@@ -306,10 +306,12 @@ class StopSignals:
 
   def ignore(self) -> None:
     """From here on the run is finished (its results are being written): SIGINT / SIGTERM are
-    ignored, now and after :meth:`restore`, so that a late signal cannot fail a finished run."""
+    ignored, so that a late signal cannot fail a finished run; in the command line's process also
+    after :meth:`restore` (used as a library, in a notebook, the caller's handlers come back)."""
     for signum in self._previous:
       signal.signal(signum, signal.SIG_IGN)
-      self._previous[signum] = signal.SIG_IGN
+      if start_up_signals.in_command():
+        self._previous[signum] = signal.SIG_IGN
 
   def restore(self) -> None:
     for signum, handler in self._previous.items():

@@ -65,8 +65,13 @@ class _ProjectInfoOnly(python_logging.Filter):
   --verbosity=1.
   """
 
+  def __init__(self, warnings: bool = True):
+    super().__init__()
+    self.warnings = warnings  # False: the libraries' warnings and errors are dropped too
+
   def filter(self, record: python_logging.LogRecord) -> bool:
-    return record.levelno >= python_logging.WARNING or record.pathname.startswith(_PROJECT_DIRS)
+    library_warning = self.warnings and record.levelno >= python_logging.WARNING
+    return library_warning or record.pathname.startswith(_PROJECT_DIRS)
 
 
 def main(argv):
@@ -167,11 +172,12 @@ def _quiet_about_the_full_disk() -> None:
   the interpreter shuts down (tensorboardX's atexit flush, and its writer thread on the queue the
   failed close left closed; orbax's unawaited futures): their tracebacks would say nothing more."""
   python_logging.getLogger("asyncio").setLevel(python_logging.CRITICAL)
-  unraisable, in_thread = sys.unraisablehook, threading.excepthook
+  logging.get_absl_handler().addFilter(_ProjectInfoOnly(warnings=False))  # orbax's thread's logs
+  unraisable = sys.unraisablehook
   sys.unraisablehook = lambda what: None if _full_disk(what.exc_value) else unraisable(what)
-  threading.excepthook = lambda what: (
-    None if isinstance(what.exc_value, OSError) else in_thread(what)
-  )
+  # The run ends with its line: a library's background thread (orbax's writer, tensorboardX's)
+  # failing on the same disk, whatever it raises, says nothing more.
+  threading.excepthook = lambda what: None
 
 
 _ASSIGNMENT = re.compile(r"^\s*config\.(\w+) = [^#]*?(?:\s+#\s*(.*))?$")

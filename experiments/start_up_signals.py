@@ -14,6 +14,7 @@ import sys
 import threading
 
 _received: list[int] = []
+_command = []  # [True] once a command-line entry point took over the signals
 
 
 def _quit_at_once(signum, frame):
@@ -65,7 +66,13 @@ def interrupt_while_starting() -> None:
   """From here (files may be written, so no exit at once): SIGINT raises KeyboardInterrupt, the
   command's own handling, and is remembered (:func:`received`), so that one swallowed by a
   library's callback still stops the run, before its first step."""
+  _command.append(True)
   _install(_interrupt)
+
+
+def in_command() -> bool:
+  """Whether this process is a command-line entry point's (not a notebook's or a test's)."""
+  return bool(_command)
 
 
 def received() -> int | None:

@@ -10,16 +10,19 @@ import time
 import pytest
 
 from experiments import start_up_signals
+from experiments.vae import experiment as vae
 from tests.cli import ROOT, main_command
 from tests.test_vae_experiment import TINY
 
 
 @pytest.fixture
 def restored_sigint():
-  previous = signal.getsignal(signal.SIGINT)
+  # Python's own handler to start from, whatever an earlier test of this process left.
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
   yield
   signal.signal(signal.SIGINT, previous)
   start_up_signals._received.clear()
+  start_up_signals._command.clear()
 
 
 def test_a_sigint_inside_a_gc_callback_is_not_swallowed(restored_sigint):
@@ -89,3 +92,14 @@ def test_ctrl_c_while_a_script_loads_is_one_line_and_status_130(tmp_path, script
   _, stderr = process.communicate(timeout=300)
   assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
   assert stderr.strip().splitlines()[-1].startswith("interrupted: "), stderr[-3000:]
+
+
+def test_a_run_used_as_a_library_gives_the_callers_handlers_back(tmp_path, restored_sigint):
+  """In a notebook, after a finished run, Ctrl-C interrupts the next cell again (the command line
+  alone keeps ignoring signals once results.json is written)."""
+  from tests.test_population import _config
+
+  config = _config(num_steps=2, eval_every=0, variance_every=0, mse_every=0, num_eval_samples=3)
+  vae.train_and_evaluate(config, str(tmp_path))
+  assert (tmp_path / "results.json").is_file()
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
