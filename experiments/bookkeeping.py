@@ -23,7 +23,7 @@ from jax.experimental import multihost_utils
 
 from experiments import start_up_signals
 from experiments.checkpoints import Checkpointer, restore_latest_good
-from experiments.workdir import is_writer, strict_json, write_text_atomic
+from experiments.workdir import is_writer, strict_json, write_json_atomic, write_text_atomic
 
 
 class MetricsWriter:
@@ -181,6 +181,87 @@ def start_or_resume(
     logging.info("starting a new run in %s", path)
   writer.truncate_after(start)
   return checkpointer, writer, state, start
+
+
+class EvaluationProgress:
+  """A long evaluation's running sums, kept in the workdir (``evaluation_progress.json``) so that
+  an evaluation stopped by a signal, a crash or a lost machine resumes at its last saved batch
+  instead of at its first image.
+
+  An evaluation is a sum over fixed batches whose samples depend only on the
+  evaluation and the batch's first image, so the resumed sum equals the
+  uninterrupted one bit for bit (the sums are saved exactly, as hexadecimal
+  floats). The entries belong to the checkpoint ``step`` they evaluate; any other
+  step's are ignored. Sums are saved at most every ``save_every_seconds`` (60),
+  at the end of each evaluation and when it is stopped; :meth:`clear` drops the
+  file once the run's final lines are written.
+  """
+
+  FILE = "evaluation_progress.json"
+  save_every_seconds = 60.0
+
+  def __init__(self, workdir: pathlib.Path, step: int):
+    self.path, self.step = workdir / self.FILE, int(step)
+    self._entries = self._read()
+    self._last_save = time.perf_counter()
+
+  def _read(self) -> dict:
+    try:
+      saved = json.loads(self.path.read_text())
+    except FileNotFoundError:
+      return {}
+    except (OSError, ValueError) as error:
+      logging.warning("ignoring %s (%s): evaluations start at their first image", self.path, error)
+      return {}
+    if not isinstance(saved, dict) or saved.get("step") != self.step:
+      return {}
+    entries = saved.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+  def resume(
+    self, key: str, num_images: int, batch_size: int, count: int
+  ) -> tuple[int, np.ndarray]:
+    """(images done, ``[count]`` float64 sums) saved for evaluation ``key`` over ``num_images``
+    images in batches of ``batch_size``; (0, zeros) when none is saved. In a multi-process job
+    every process gets process 0's."""
+    done, sums = 0, np.zeros(count)
+    entry = self._entries.get(key)
+    try:
+      if entry["images"] == num_images and entry["batch_size"] == batch_size:
+        saved = np.array([float.fromhex(s) for s in entry["sums"]])
+        if saved.shape == (count,) and 0 <= entry["done"] <= num_images:
+          done, sums = int(entry["done"]), saved
+    except (TypeError, KeyError, ValueError):
+      pass  # none saved, or not of this evaluation: it starts at its first image
+    if jax.process_count() > 1:  # int32 words: a float64 broadcast would be cut to float32
+      words = np.concatenate([np.array([done], np.int64), sums.view(np.int64)]).view(np.int32)
+      words = np.asarray(multihost_utils.broadcast_one_to_all(words)).view(np.int64)
+      done, sums = int(words[0]), words[1:].view(np.float64).copy()
+    if done:
+      logging.info(
+        "%s: resuming at image %d of %d (saved by an interrupted run)", key, done, num_images
+      )
+    return done, sums
+
+  def save(
+    self, key: str, num_images: int, batch_size: int, done: int, sums: np.ndarray, now: bool = False
+  ) -> None:
+    """Saves evaluation ``key``'s sums after ``done`` images (``now``: whatever the time since the
+    last save)."""
+    if not now and time.perf_counter() - self._last_save < self.save_every_seconds:
+      return
+    self._entries[key] = {
+      "images": int(num_images),
+      "batch_size": int(batch_size),
+      "done": int(done),
+      "sums": [float(s).hex() for s in sums],
+    }
+    write_json_atomic(self.path, {"step": self.step, "entries": self._entries})
+    self._last_save = time.perf_counter()
+
+  def clear(self) -> None:
+    if is_writer():
+      self.path.unlink(missing_ok=True)
 
 
 def duration(seconds: float) -> str:

@@ -17,7 +17,16 @@ import pytest
 from flax import nnx
 
 from configs import vae_16ary
-from experiments import checkpoints, config_checks, driver, population, search, workdir
+from experiments import (
+  bookkeeping,
+  checkpoints,
+  config_checks,
+  driver,
+  population,
+  rng,
+  search,
+  workdir,
+)
 from experiments.vae import data as vae_data
 from experiments.vae import experiment as vae
 from experiments.vae.evaluation import Scorer
@@ -691,6 +700,64 @@ def test_long_evaluations_report_progress(caplog):
   )
 
 
+def test_an_interrupted_evaluation_resumes_at_its_last_saved_batch(tmp_path, caplog):
+  """Stopped after two of five batches, the evaluation saves its sums; resumed, it evaluates the
+  last three batches alone and returns the uninterrupted bound bit for bit. Another checkpoint's
+  step, another batch size or a damaged file start at the first image; a finished evaluation is
+  not evaluated again."""
+  config = vae_16ary.get_config()
+  config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
+  config.eval_batch_size = 10
+  task = VAETask(config, vae.validate(config))
+  members = search.members(config, vae.HYPERPARAMETERS, vae.paper_search)
+  trainer = population.Trainer(
+    population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20, 1),
+    members,
+  )
+  scorer = Scorer(task, trainer)
+  state, images = trainer.init_state(), vae_data.load(config).test[:50]
+  evaluate = lambda step: scorer.nll(
+    state,
+    images,
+    rng.Evaluation.FINAL_TEST,
+    3,
+    progress=bookkeeping.EvaluationProgress(tmp_path, step),
+  )
+  uninterrupted = scorer.nll(state, images, rng.Evaluation.FINAL_TEST, 3)
+  batches, stop_at = [], [3]
+
+  def count_batches_and_stop_at_the_third():
+    batches.append(1)
+    if len(batches) in stop_at:
+      raise bookkeeping.Interrupted(signal.SIGINT, 7)
+
+  scorer.check_stop = count_batches_and_stop_at_the_third
+  with pytest.raises(bookkeeping.Interrupted):
+    evaluate(7)
+  stop_at.clear()
+  saved = json.loads((tmp_path / bookkeeping.EvaluationProgress.FILE).read_text())
+  assert saved["step"] == 7 and [e["done"] for e in saved["entries"].values()] == [20]
+  batches.clear()
+  with caplog.at_level("INFO"):
+    resumed = evaluate(7)
+  assert len(batches) == 3 and "resuming at image 20 of 50" in caplog.text
+  assert np.array_equal(resumed, uninterrupted)  # the same sums in the same order: exact
+  batches.clear()
+  assert np.array_equal(evaluate(7), uninterrupted) and not batches  # finished: nothing to do
+  assert np.array_equal(evaluate(8), uninterrupted) and len(batches) == 5  # another step: anew
+  batches.clear()
+  config.eval_batch_size = 25  # the saved sums are of batches of 10: anew
+  in_batches_of_25 = scorer.nll(state, images, rng.Evaluation.FINAL_TEST, 3)
+  batches.clear()
+  assert np.array_equal(evaluate(7), in_batches_of_25) and len(batches) == 2
+  config.eval_batch_size = 10
+  (tmp_path / bookkeeping.EvaluationProgress.FILE).write_text('{"step": 7, "entr')
+  batches.clear()
+  with caplog.at_level("WARNING"):
+    assert np.array_equal(evaluate(7), uninterrupted) and len(batches) == 5
+  assert "evaluations start at their first image" in caplog.text
+
+
 def test_output_bias_and_input_centring_switches():
   """decoder_output_bias='data_log_odds' starts the decoder at the pixels' log-odds (so the
   initial reconstruction is the mean image) and 'zeros' at 0; center_inputs='pixel_means' feeds
@@ -1019,7 +1086,11 @@ def test_a_signal_in_the_last_block_or_the_final_evaluation_stops_cleanly(tmp_pa
   assert code == 130 and "Fatal Python error" not in text and "Traceback" not in text
   assert text.strip().splitlines()[-1].startswith("interrupted: stopped by SIGINT at step 300")
   assert not (tmp_path / "run" / "results.json").exists()
+  # The evaluation's sums so far are saved (the rerun resumes from them), and dropped at its end.
+  progress = tmp_path / "run" / bookkeeping.EvaluationProgress.FILE
+  assert json.loads(progress.read_text())["step"] == 300
   run_main("configs/vae_16ary.py", tmp_path / "run", *quiet)
+  assert not progress.exists()
   assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 300
 
 

@@ -43,12 +43,14 @@ class Scorer:
     num_samples: int,
     label: str = "",
     member: int | None = None,
+    progress: bookkeeping.EvaluationProgress | None = None,
   ) -> np.ndarray:
     """``[P]`` mean negative IWAE bounds (nats) over ``images``, in eval batches.
 
     With ``member`` (an index into the population), that member's alone, as a
     ``[1]`` array. With a ``label``, a progress line (images done, rate, ETA)
-    every ``report_every_seconds`` (30).
+    every ``report_every_seconds`` (30). With ``progress``, the running sums are
+    saved there and an interrupted evaluation resumes from them.
     """
     one = member is not None
     if (num_samples, one) not in self._iwae:
@@ -62,17 +64,28 @@ class Scorer:
       members, seeds = jax.tree.map(lambda a: a[member], members), seeds[member]
     size = self.task.config.eval_batch_size
     count = 1 if one else self.trainer.size
-    total = np.zeros(count)
+    key = f"evaluation {evaluation}, M={num_samples}, " + (f"member {member}" if one else "all")
+    first, total = (
+      progress.resume(key, len(images), size, count) if progress else (0, np.zeros(count))
+    )
+    save = lambda done, now=False: (
+      progress and progress.save(key, len(images), size, done, total, now)
+    )
     last_report = time.perf_counter()
     warm = None  # (time, images) after the first batch, which compiles: the rate leaves it out
-    for start in range(0, len(images), size):
-      self.check_stop()
+    for start in range(first, len(images), size):
+      try:
+        self.check_stop()
+      except bookkeeping.Interrupted:
+        save(start, now=True)
+        raise
       x = jnp.asarray(images[start : start + size], jnp.float32)
       bounds = iwae(
         members, seeds, x, jnp.asarray(evaluation, jnp.int32), jnp.asarray(start, jnp.int32)
       )
       total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
       now, done = time.perf_counter(), start + len(x)
+      save(done, now=done == len(images))
       if warm is None:
         warm = (now, done)
       elif label and now - last_report > self.report_every_seconds:
@@ -155,9 +168,13 @@ def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[di
     if samples == config.num_eval_samples
     else f"; then M={config.num_eval_samples} for the member selected on valid",
   )
+  # Hours at M=1000 on a CPU: an interrupted evaluation resumes at its last saved batch.
+  progress = bookkeeping.EvaluationProgress(run.path, run.last_step)
   nll = {
-    "valid": scorer.nll(state, valid, rng.Evaluation.FINAL_VALID, samples, "valid"),
-    "test": scorer.nll(state, test, rng.Evaluation.FINAL_TEST, samples, "test"),
+    "valid": scorer.nll(
+      state, valid, rng.Evaluation.FINAL_VALID, samples, "valid", progress=progress
+    ),
+    "test": scorer.nll(state, test, rng.Evaluation.FINAL_TEST, samples, "test", progress=progress),
   }
   for split in ("valid", "test"):
     run.write(
@@ -166,7 +183,12 @@ def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[di
   extra = {}
   for num_samples in config.extra_test_samples:
     extra[num_samples] = scorer.nll(
-      state, test, rng.extra_test(num_samples), num_samples, f"test, M={num_samples}"
+      state,
+      test,
+      rng.extra_test(num_samples),
+      num_samples,
+      f"test, M={num_samples}",
+      progress=progress,
     )
     run.write(
       run.last_step,
@@ -197,7 +219,9 @@ def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[di
       (rng.Evaluation.SELECTED_TEST, "test", test),
     ):
       final[f"{split}_nll"] = float(
-        scorer.nll(state, images, evaluation, config.num_eval_samples, split, member=i)[0]
+        scorer.nll(
+          state, images, evaluation, config.num_eval_samples, split, member=i, progress=progress
+        )[0]
       )
       run.writer.write(
         run.last_step,
@@ -208,6 +232,7 @@ def final_evaluation(config, scorer, state, chosen, valid, test, run) -> list[di
         num_samples=config.num_eval_samples,
       )
     selected["final"] = final
+  progress.clear()
   return reports
 
 
