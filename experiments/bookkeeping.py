@@ -244,11 +244,17 @@ class EvaluationProgress:
     return done, sums
 
   def save(
-    self, key: str, num_images: int, batch_size: int, done: int, sums: np.ndarray, now: bool = False
+    self,
+    key: str,
+    num_images: int,
+    batch_size: int,
+    done: int,
+    sums: np.ndarray,
+    force: bool = False,
   ) -> None:
-    """Saves evaluation ``key``'s sums after ``done`` images (``now``: whatever the time since the
-    last save)."""
-    if not now and time.perf_counter() - self._last_save < self.save_every_seconds:
+    """Saves evaluation ``key``'s sums after ``done`` images (``force``: whatever the time since
+    the last save)."""
+    if not force and time.perf_counter() - self._last_save < self.save_every_seconds:
       return
     self._entries[key] = {
       "images": int(num_images),

@@ -150,3 +150,21 @@ def test_a_checkpoint_saved_over_two_devices_reads_on_one(tmp_path):
   assert saved.returncode == 0, saved.stderr[-2000:]
   restored = checkpoints.read_checkpoint(tmp_path / "checkpoints" / "3" / "default")
   np.testing.assert_array_equal(restored["members"], np.arange(8.0).reshape(4, 2))
+
+
+def test_evaluation_progress_keeps_the_sums_exactly(tmp_path):
+  """The saved sums come back bit for bit, a diverged member's infinite or NaN sum included (JSON
+  has neither: they are hexadecimal floats); a save within a minute of the last waits unless forced;
+  the entries of another checkpoint step, image count or batch size are not resumed."""
+  sums = np.array([1 / 3, -np.inf, np.nan, 2.0**-1074])
+  progress = bookkeeping.EvaluationProgress(tmp_path, step=40)
+  progress.save("valid", 100, 10, 30, sums, force=True)
+  progress.save("test", 100, 10, 10, sums)  # too soon after the last save: not written
+  done, resumed = bookkeeping.EvaluationProgress(tmp_path, step=40).resume("valid", 100, 10, 4)
+  assert done == 30 and resumed.tobytes() == sums.tobytes()
+  for step, images, batch_size in ((41, 100, 10), (40, 90, 10), (40, 100, 20)):
+    again = bookkeeping.EvaluationProgress(tmp_path, step).resume("valid", images, batch_size, 4)
+    assert again[0] == 0 and not again[1].any()
+  assert bookkeeping.EvaluationProgress(tmp_path, 40).resume("test", 100, 10, 4)[0] == 0
+  progress.clear()
+  assert not (tmp_path / bookkeeping.EvaluationProgress.FILE).exists()

@@ -68,16 +68,18 @@ class Scorer:
     first, total = (
       progress.resume(key, len(images), size, count) if progress else (0, np.zeros(count))
     )
-    save = lambda done, now=False: (
-      progress and progress.save(key, len(images), size, done, total, now)
-    )
+
+    def save(done: int, force: bool = False) -> None:
+      if progress is not None:
+        progress.save(key, len(images), size, done, total, force)
+
     last_report = time.perf_counter()
     warm = None  # (time, images) after the first batch, which compiles: the rate leaves it out
     for start in range(first, len(images), size):
       try:
         self.check_stop()
       except bookkeeping.Interrupted:
-        save(start, now=True)
+        save(start, force=True)
         raise
       x = jnp.asarray(images[start : start + size], jnp.float32)
       bounds = iwae(
@@ -85,7 +87,7 @@ class Scorer:
       )
       total += population.to_host(bounds).astype(np.float64).reshape(count, -1).sum(axis=1)
       now, done = time.perf_counter(), start + len(x)
-      save(done, now=done == len(images))
+      save(done, force=done == len(images))
       if warm is None:
         warm = (now, done)
       elif label and now - last_report > self.report_every_seconds:
