@@ -17,7 +17,9 @@ images; the inference networks' gradient variance is measured at steps 0,
 ``OUT/depth.md`` and ``OUT/depth.json``: per arity, draw and estimator, the
 test bound at each depth and two minus one layer, paired by seed; each
 estimator against ST-GS at the same depth, paired by seed; the gradient
-variance by step and layer.
+variance by step and layer; with ``--ladder``, the test bound's ladder
+-ELBO (M = 1, the mean of 20 draws) >= IWAE-10 (4 draws) >= IWAE-100 >=
+IWAE-1000 and the ELBO-to-IWAE-1000 gap, recomputed from the checkpoints.
 
   python scripts/depth_vae.py --out=runs/depth --data_dir=../shared/data/binarized_mnist
 """
@@ -46,6 +48,12 @@ _VARIANCE_EVERY = flags.DEFINE_integer(
   "variance_every", 10_000, "Steps between gradient-variance measurements (and at step 0)."
 )
 _RUN = flags.DEFINE_bool("run", True, "Train what is missing (false: only tabulate).")
+_LADDER = flags.DEFINE_bool(
+  "ladder",
+  False,
+  "Also each finished population's test bound at M = 1 (the ELBO), 10 and 100 beside M = 1000:"
+  " where a model's IWAE gain comes from (minutes per population on a CPU).",
+)
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE overrides for every run.")
 
 DEPTHS = {
@@ -99,6 +107,37 @@ def _values(members: dict, tau: float, field: str) -> list[float]:
   return [m[field] for (t, _), m in sorted(members.items()) if t == tau]
 
 
+# M and the draws averaged for each rung below the runs' own M = 1000 bound.
+LADDER = ((1, 20), (10, 4), (100, 1))
+
+
+def _ladder(workdir: pathlib.Path, members: dict) -> None:
+  """Adds ``ladder`` ({M: test bound}, nats) to each member: its checkpoint's test bound at each
+  M of LADDER on the run's test images, and its own M = 1000 one."""
+  import jax
+  import jax.numpy as jnp
+
+  from experiments.vae.evaluation import eval_subset
+  from experiments.vae.trained import load_trained
+
+  for member in members.values():
+    config, state, task, data, _ = load_trained(workdir, member["member"], data_dir=_DATA_DIR.value)
+    test = jnp.asarray(
+      eval_subset(data["test"], config.num_eval_examples, config.seed), jnp.float32
+    )
+    model = task.model(state["params"])
+    ladder = {}
+    for num_samples, draws in LADDER:
+      bounds = [
+        model.iwae_bound(
+          test, jax.random.key(draw), num_samples, config.iwae_chunk_size, state["input_mean"]
+        )
+        for draw in range(draws)
+      ]
+      ladder[num_samples] = -float(jnp.mean(jnp.stack(bounds)))
+    member["ladder"] = {**ladder, 1000: member["test_nll"]}
+
+
 def main(argv):
   del argv
   out = pathlib.Path(_OUT.value)
@@ -110,6 +149,8 @@ def main(argv):
         if _RUN.value:
           launch.train(config.format(arity=arity), workdir, _overrides(estimator))
         runs[arity, depth, estimator] = _members(workdir)
+        if _LADDER.value and runs[arity, depth, estimator]:
+          _ladder(workdir, runs[arity, depth, estimator])
   taus = [float(t) for t in _TAUS.value]
   bounds = [
     "| arity | tau | estimator | one layer, test | two layers, test | two - one (paired) |"
@@ -125,6 +166,11 @@ def main(argv):
     + " | ".join(f"step {s:,}" for s in range(0, _STEPS.value + 1, _VARIANCE_EVERY.value))
     + " |",
     "|---|---|---|---|---|" + "---|" * (_STEPS.value // _VARIANCE_EVERY.value + 1),
+  ]
+  ladder = [
+    "| arity | tau | depth | estimator | -ELBO (M = 1) | IWAE-10 | IWAE-100 | IWAE-1000 |"
+    " ELBO - IWAE-1000 gap |",
+    "|---|---|---|---|---|---|---|---|---|",
   ]
   table = []
   spread = lambda values: formatting.spread(values) if values else "-"  # noqa: E731
@@ -167,6 +213,15 @@ def main(argv):
               f"| {arity} | {tau} | {depth} | {estimator} | {test} | {spread(difference)} |"
               f" {below} |"
             )
+          rungs = [
+            m["ladder"] for (t, _), m in sorted(members.items()) if t == tau and "ladder" in m
+          ]
+          if rungs:
+            cells = [spread([r[k] for r in rungs]) for k in (1, 10, 100, 1000)]
+            gap = spread([r[1] - r[1000] for r in rungs])
+            ladder.append(
+              f"| {arity} | {tau} | {depth} | {estimator} | {' | '.join(cells)} | {gap} |"
+            )
           for layer in sorted({k for m in members.values() for k in m["variance"]}):
             steps = range(0, _STEPS.value + 1, _VARIANCE_EVERY.value)
             means = []
@@ -188,6 +243,14 @@ def main(argv):
       "log10 trace of the inference networks' gradient covariance (mean over seeds):",
       "\n".join(variance),
     ]
+    + (
+      [
+        "Test bounds at each M (nats, 500 images; mean ± sd over seeds), from the checkpoints:",
+        "\n".join(ladder),
+      ]
+      if _LADDER.value
+      else []
+    )
   )
   out.mkdir(parents=True, exist_ok=True)
   (out / "depth.md").write_text(text + "\n")
