@@ -68,7 +68,7 @@ def test_the_one_machine_blocks_of_populations_run_as_written(tmp_path):
   blocks = [
     b
     for b in _bash_blocks("docs/populations.md")
-    if "#SBATCH" not in b and "sbatch" not in b and "srun" not in b
+    if "#SBATCH" not in b and "sbatch" not in b and "srun" not in b and "taskset" not in b
   ]
   assert len(blocks) == 2
   searches, two_processes = blocks
@@ -97,3 +97,29 @@ def test_the_one_machine_blocks_of_populations_run_as_written(tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
   results = json.loads((tmp_path / "two_processes" / "results.json").read_text())
   assert len(results["members"]) == 4 and results["num_eval_examples"] == 500
+
+
+@pytest.mark.slow
+def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
+  """The block that pins a background run to one core with single-threaded XLA runs as written,
+  shortened to one tiny population (its output in a temporary directory instead of runs/)."""
+  (block,) = [b for b in _bash_blocks("docs/populations.md") if "taskset" in b]
+  if not (ROOT.parent / "shared" / "data" / "fashion_mnist").is_dir():
+    pytest.skip("the block reads ../shared/data (a clone beside the project's shared/)")
+  tiny = (
+    " --settings=nonlinear_fashion_mnist --estimators=disarm --seeds=0 --steps=2"
+    " --set=num_eval_examples=20 --set=variance_every=0 --set=checkpoint_every=2"
+  )
+  script = (
+    block.replace("runs/", f"{tmp_path}/")
+    .replace("--data_root=../shared/data", "--data_root=../shared/data" + tiny)
+    .replace("python ", f"{sys.executable} ", 1)
+    + "wait\n"
+  )
+  done = subprocess.run(
+    ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads((tmp_path / "field/nonlinear_fashion_mnist/disarm/results.json").read_text())
+  assert results["steps"] == 2 and len(results["members"]) == 1
+  assert "done in" in (tmp_path / "field.log").read_text()
