@@ -675,7 +675,9 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_once_space_is_freed(tmp_pat
     subprocess.run(["umount", str(disk)], capture_output=True)
 
 
-def test_long_evaluations_report_progress(caplog):
+def _tiny_scorer():
+  """(config, trainer, scorer) of a one-member population of a tiny 16-ary VAE on synthetic data,
+  evaluated in batches of 10 images."""
   config = vae_16ary.get_config()
   config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
   config.eval_batch_size = 10
@@ -685,7 +687,11 @@ def test_long_evaluations_report_progress(caplog):
     population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20, 1),
     members,
   )
-  scorer = Scorer(task, trainer)
+  return config, trainer, Scorer(task, trainer)
+
+
+def test_long_evaluations_report_progress(caplog):
+  config, trainer, scorer = _tiny_scorer()
   scorer.report_every_seconds = 0.0
   images = vae_data.load(config).test[:40]
   with caplog.at_level("INFO"):
@@ -705,16 +711,7 @@ def test_an_interrupted_evaluation_resumes_at_its_last_saved_batch(tmp_path, cap
   last three batches alone and returns the uninterrupted bound bit for bit. Another checkpoint's
   step, another batch size or a damaged file start at the first image; a finished evaluation is
   not evaluated again."""
-  config = vae_16ary.get_config()
-  config.dataset, config.encoder_widths, config.decoder_widths = "synthetic", (16,), (16,)
-  config.eval_batch_size = 10
-  task = VAETask(config, vae.validate(config))
-  members = search.members(config, vae.HYPERPARAMETERS, vae.paper_search)
-  trainer = population.Trainer(
-    population.Task(task.init_member, task.train_step, np.zeros((40, 784), np.uint8), 20, 1),
-    members,
-  )
-  scorer = Scorer(task, trainer)
+  config, trainer, scorer = _tiny_scorer()
   state, images = trainer.init_state(), vae_data.load(config).test[:50]
   evaluate = lambda step: scorer.nll(
     state,
