@@ -149,6 +149,7 @@ def main(argv):
       + " | ms / step |",
       "|---|---|---|---|---|---|---|" + "---|" * len(variance_steps) + "---|",
     ]
+    timings = {n: bench.get((model_bench, f"B={config['batch_size']} {n}")) for n in runs}
     for name, run in runs.items():
       members = run["members"].values()
       evaluations = estimators.get(name).loss_evaluations
@@ -156,8 +157,7 @@ def main(argv):
       for step in variance_steps:
         at = run["steps"] if step < 0 else step
         variance_cells.append(_spread([m["variance"].get(at) for m in members]))
-      timing = bench.get((model_bench, f"B={config['batch_size']} {name}"))
-      ms = f"{timing[0]:.2f} ({timing[1]})" if timing else "-"
+      ms = f"{timings[name][0]:.2f}" if timings[name] else "-"
       lines.append(
         f"| {name} | {evaluations} | {run['steps']:,} | {len(members)} |"
         f" {_spread([_final_neg_elbo(m, run['steps']) for m in members])} |"
@@ -165,6 +165,9 @@ def main(argv):
         f" {_spread([m.get(f'test_nll_M{extra}') for m in members])} |"
         f" {' | '.join(variance_cells)} | {ms} |"
       )
+    devices = sorted({timing[1] for timing in timings.values() if timing})
+    if devices:
+      lines += ["", f"ms / step: `scripts/bench_vae.py` on {', '.join(devices)}."]
     lines += _claims(runs, bench, model_bench, config["batch_size"])
   lines += [
     "",
