@@ -120,21 +120,27 @@ def _ladder(workdir: pathlib.Path, members: dict) -> None:
   from experiments.vae.evaluation import eval_subset
   from experiments.vae.trained import load_trained
 
+  compiled = {}  # one compilation per rung for the population's members (they share the model)
   for member in members.values():
     config, state, task, data, _ = load_trained(workdir, member["member"], data_dir=_DATA_DIR.value)
     test = jnp.asarray(
       eval_subset(data["test"], config.num_eval_examples, config.seed), jnp.float32
     )
-    model = task.model(state["params"])
     ladder = {}
     for num_samples, draws in LADDER:
-      bounds = [
-        model.iwae_bound(
-          test, jax.random.key(draw), num_samples, config.iwae_chunk_size, state["input_mean"]
-        )
-        for draw in range(draws)
-      ]
-      ladder[num_samples] = -float(jnp.mean(jnp.stack(bounds)))
+      if num_samples not in compiled:
+
+        def mean_bound(params, input_mean, x, keys, num_samples=num_samples):
+          model = task.model(params)
+          bound = lambda key: model.iwae_bound(
+            x, key, num_samples, config.iwae_chunk_size, input_mean
+          )
+          return jnp.mean(jax.vmap(bound)(keys))
+
+        compiled[num_samples] = jax.jit(mean_bound)
+      keys = jax.vmap(jax.random.key)(jnp.arange(draws))  # draw d with key(d)
+      bound = compiled[num_samples](state["params"], state["input_mean"], test, keys)
+      ladder[num_samples] = -float(bound)
     member["ladder"] = {**ladder, 1000: member["test_nll"]}
 
 
