@@ -47,6 +47,14 @@ def _bash_blocks(page: str) -> list[str]:
   return re.findall(r"```bash\n(.*?)```", (ROOT / page).read_text(), re.S)
 
 
+def _run_bash(script: str) -> None:
+  """Runs a (rewritten) documentation block from the clone; it must exit 0."""
+  done = subprocess.run(
+    ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_the_cluster_scripts_say_where_what_and_how_long():
   """Every SLURM script of docs/populations.md goes to the clone, activates the environment, names
   the data, bounds its time; the array's merge runs as a job that depends on it."""
@@ -89,18 +97,17 @@ def test_the_one_machine_blocks_of_populations_run_as_written(tmp_path):
     assert listed.returncode == 0 and "population.search = " in listed.stdout, listed.stderr[-2000:]
   if not (ROOT.parent / "shared" / "data" / "binarized_mnist").is_dir():
     pytest.skip("the two-process job reads ../shared/data (a clone beside the project's shared/)")
-  shortened = {"--config.num_steps=600": "--config.num_steps=40"}
-  shortened["--config.num_eval_examples=500"] = "--config.num_eval_examples=100"
+  shortened = {
+    "--config.num_steps=600": "--config.num_steps=40",
+    "--config.num_eval_examples=500": "--config.num_eval_examples=100",
+  }
   script = two_processes.replace("runs/", f"{tmp_path}/").replace(
     ".venv/bin/python", sys.executable
   )
   for written, short in shortened.items():
     assert written in script, written
     script = script.replace(written, short)
-  done = subprocess.run(
-    ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900
-  )
-  assert done.returncode == 0, done.stderr[-3000:]
+  _run_bash(script)
   results = json.loads((tmp_path / "two_processes" / "results.json").read_text())
   assert len(results["members"]) == 4 and results["num_eval_examples"] == 100
   assert results["steps"] == 40
@@ -123,10 +130,7 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
     .replace("python ", f"{sys.executable} ", 1)
     + "wait\n"
   )
-  done = subprocess.run(
-    ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900
-  )
-  assert done.returncode == 0, done.stderr[-3000:]
+  _run_bash(script)
   results = json.loads((tmp_path / "field/nonlinear_fashion_mnist/disarm/results.json").read_text())
   assert results["steps"] == 2 and len(results["members"]) == 1
   assert "done in" in (tmp_path / "field.log").read_text()
