@@ -1,8 +1,10 @@
 """Training speed of the 16-ary VAE per estimator, and the cost of the final evaluation.
 
 Median ms per jitted training step (after warm-up) at B = 20 and 200 for
-ST-GS, GR-MC10 and GR-MC100; beside each GR row the random-number floor of its
-K samples (the time to draw and sum B*60*16*K uniforms) and the target
+ST-GS, GR-MC10 and GR-MC100, every step of every model timed in the same
+rounds (each round runs each step once), so that the ratios between rows and
+between models are measured side by side; beside each GR row the
+random-number floor of its K samples (the time to draw and sum B*60*16*K uniforms) and the target
 ST-GS step + 1.5 x floor. It checks that the train step compiled once. Then
 the wall time of the test evaluation with M = 5000 importance samples on
 ``--eval_images`` images (all 10000 with -1; otherwise the full-split time is
@@ -69,25 +71,44 @@ flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
 flag_checks.at_least(_REPEATS, 1)
 
 
-def _median_seconds(fn, repeats):
-  fn()
-  fn()
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
+def _interleaved_medians(fns, repeats):
+  """Median seconds of each function, timed in ``repeats`` rounds that call every function once
+  (after two warm-up calls each): a slow spell of the machine falls on all rows alike, so the
+  ratios between rows hold although the absolute times move."""
+  for fn in fns.values():
     fn()
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
+    fn()
+  times = {name: [] for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      fn()
+      times[name].append(time.perf_counter() - start)
+  return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main(argv):
   del argv
   rng = np.random.default_rng(0)
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+  steps, floors, compiles = {}, {}, {}
+  for model in _MODELS.value:
+    model_steps, model_floors, model_compiles = train_steps(CONFIGS[model], rng)
+    steps |= {(model, row): fn for row, fn in model_steps.items()}
+    floors |= {(model, row): fn for row, fn in model_floors.items()}
+    compiles[model] = model_compiles
+  step_seconds = _interleaved_medians(steps, _REPEATS.value)
+  floor_seconds = _interleaved_medians(floors, 10)
   times = {}
   for model in _MODELS.value:
     print(f"\nmodel: {model}")
-    times[model] = bench_model(CONFIGS[model], rng)
+    times[model] = {row: 1e3 * s for (m, row), s in step_seconds.items() if m == model}
+    print_table(
+      times[model],
+      {row: 1e3 * s for (m, row), s in floor_seconds.items() if m == model},
+      compiles[model],
+    )
+    times[model]["M=5000 per image"] = evaluation_ms_per_image(CONFIGS[model], rng)
   if "concrete" in times and "two_layer" in times:
     print("\ntwo layers / one layer, same run (target <= 2.2x for ST-GS and GR-MC100):")
     for row, ms in times["two_layer"].items():
@@ -108,53 +129,62 @@ def main(argv):
     pathlib.Path(_OUT.value).write_text(json.dumps(rows, indent=1) + "\n")
 
 
-def bench_model(get_config, rng) -> dict[str, float]:
-  """Prints the model's table; returns the ms of each row (``"B=20 st_gs"``, ``"M=5000 per
-  image"``)."""
-  times = {}
-  print(
-    f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13}"
-    f" {'target ms':>10} {'met':>4}"
-  )
+def train_steps(get_config, rng):
+  """The model's jitted training steps, one per batch size and estimator (``"B=20 st_gs"``), each
+  a call that runs one step; the RNG floor of each GR-MCK row; and a function returning how many
+  times each step compiled."""
+  steps, floors, jitted = {}, {}, {}
   for batch_size in map(int, _BATCH_SIZES.value):
     x = jnp.asarray(rng.random((batch_size, 784)) < 0.13, jnp.float32)
-    stgs_ms = None
     for name in _ESTIMATORS.value:
+      row = f"B={batch_size} {name}"
       config = get_config()
       config.estimator, config.batch_size = name, batch_size
       if config.dataset != "binarized_mnist":  # the Bernoulli models: no data is read here
         config.dataset = "synthetic_grey"
       task = VAETask(config, vae.validate(config))
       hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
-      train_step = jax.jit(task.train_step, donate_argnums=0)
+      jitted[row] = jax.jit(task.train_step, donate_argnums=0)
       holder = {"state": task.init_member(jax.random.key(0), hyperparameters, 0), "step": 0}
 
-      def step():
+      def step(train_step=jitted[row], holder=holder, hyperparameters=hyperparameters, x=x):
         holder["step"] += 1
         holder["state"], metrics = train_step(
           holder["state"], hyperparameters, x, jax.random.key(holder["step"]), holder["step"]
         )
         jax.block_until_ready(metrics)
 
-      ms = 1e3 * _median_seconds(step, _REPEATS.value)
-      times[f"B={batch_size} {name}"] = ms
-      compiles = train_step._cache_size()
-      row = f"{batch_size:>4} {name:<10} {ms:>9.2f} {1e3 / ms:>8.1f}"
-      if name == "st_gs":
-        stgs_ms = ms
-      elif name.startswith("gr_mc") and stgs_ms is not None:
-        k = int(name[5:])
+      steps[row] = step
+      if name.startswith("gr_mc"):
         # The uniforms of K samples of every variable of every stochastic layer.
         layers = len(task.inference_networks)
-        size = batch_size * config.num_vars * config.arity * k * layers
+        size = batch_size * config.num_vars * config.arity * int(name[5:]) * layers
         floor = jax.jit(lambda key, n=size: jnp.sum(jax.random.uniform(key, (n,))))
-        floor_ms = 1e3 * _median_seconds(
-          lambda: jax.block_until_ready(floor(jax.random.key(0))), 10
-        )
-        target = stgs_ms + 1.5 * floor_ms
-        row += f" {floor_ms:>13.2f} {target:>10.2f} {'yes' if ms <= target else 'no':>4}"
-      print(row + f"   (train step compiled {compiles}x)", flush=True)
+        floors[row] = lambda floor=floor: jax.block_until_ready(floor(jax.random.key(0)))
+  return steps, floors, lambda: {row: fn._cache_size() for row, fn in jitted.items()}
 
+
+def print_table(ms, floor_ms, compiles) -> None:
+  """One row per batch size and estimator; beside each GR row its RNG floor and the target
+  (ST-GS's step + 1.5 x the floor)."""
+  print(
+    f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13}"
+    f" {'target ms':>10} {'met':>4}"
+  )
+  compiled = compiles()
+  for row, step_ms in ms.items():
+    batch_size, name = row[2:].split()
+    line = f"{batch_size:>4} {name:<10} {step_ms:>9.2f} {1e3 / step_ms:>8.1f}"
+    stgs_ms = ms.get(f"B={batch_size} st_gs")
+    if row in floor_ms and stgs_ms is not None:
+      target = stgs_ms + 1.5 * floor_ms[row]
+      met = "yes" if step_ms <= target else "no"
+      line += f" {floor_ms[row]:>13.2f} {target:>10.2f} {met:>4}"
+    print(line + f"   (train step compiled {compiled[row]}x)", flush=True)
+
+
+def evaluation_ms_per_image(get_config, rng) -> float:
+  """The M = 5000 test evaluation's wall time per image (printed for the full split)."""
   config = get_config()
   config.dataset = "synthetic" if config.dataset == "binarized_mnist" else "synthetic_grey"
   task = VAETask(config, vae.validate(config))
@@ -176,7 +206,6 @@ def bench_model(get_config, rng) -> dict[str, float]:
   start = time.perf_counter()
   evaluate()
   seconds = time.perf_counter() - start
-  times["M=5000 per image"] = 1e3 * seconds / images
   if images == _TEST_SIZE:
     print(f"\ntest evaluation, M = 5000, 10000 images: {seconds:.1f} s")
   else:
@@ -184,7 +213,7 @@ def bench_model(get_config, rng) -> dict[str, float]:
       f"\ntest evaluation, M = 5000: {seconds:.1f} s for {images} images;"
       f" extrapolated to 10000 images: {seconds * _TEST_SIZE / images:.0f} s"
     )
-  return times
+  return 1e3 * seconds / images
 
 
 if __name__ == "__main__":
