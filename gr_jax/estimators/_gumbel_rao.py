@@ -111,7 +111,7 @@ def conditional_gumbel(key: Array, logits: Array, sample: Array, num_samples: in
   return jnp.where(is_top, top, others)
 
 
-def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau):
+def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau, is_sample):
   r"""Sum over a chunk of conditional samples of s * (g - <g, s>), one batch row.
 
   Under the conditioning argmax = i, with E ~ Exp(1) i.i.d. and
@@ -143,9 +143,10 @@ def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau):
     is_top, is_masked: ``[V, n]`` booleans (the sample; ``-inf`` logits).
     cotangent: ``[V, n]`` upstream cotangent g.
     tau: ``[V, 1]`` temperatures.
+    is_sample: ``[c]`` booleans, False for the padding past the K-th sample.
 
   Returns:
-    ``[V, n]`` sum over the chunk of ``s_k * (g - <g, s_k>)``.
+    ``[V, n]`` sum over the chunk's samples of ``s_k * (g - <g, s_k>)``.
   """
   log1p_ratio = tail + jnp.log1p(exps * (head / exp_top) + jnp.expm1(-tail))
   unnormalized = jnp.exp(-log1p_ratio / tau)
@@ -153,7 +154,7 @@ def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau):
   # Materialize once: otherwise XLA fuses (and so recomputes) the random
   # number generation into each of the reductions below.
   unnormalized = jax.lax.optimization_barrier(unnormalized)
-  inv_norm = 1.0 / jnp.sum(unnormalized, axis=-1)  # [c, V]
+  inv_norm = jnp.where(is_sample[:, None], 1.0 / jnp.sum(unnormalized, axis=-1), 0.0)  # [c, V]
   inner = jnp.einsum("cvn,vn->cv", unnormalized, cotangent) * inv_norm  # <g, s_k>
   # sum_k s_k * (g - <g, s_k>) with s_k = u_k / z_k, as one contraction over k
   # with two weights: 1 / z_k and <g, s_k> / z_k.
@@ -178,7 +179,9 @@ def _monte_carlo_exponentials(dtype, key, start, size, is_top):
 def _lattice_exponentials(generator, tent, shift, start, size, is_top):
   """Exp(1) marginals from the shifted lattice points [start, start + size) of one row."""
   num_points, z = generator
-  k = start + jnp.arange(size, dtype=jnp.int32)
+  # Modulo K: the padding past the last point (weighted zero) wraps round, and
+  # k * z stays within int32.
+  k = (start + jnp.arange(size, dtype=jnp.int32)) % num_points
   rows = (k[:, None] * z[None, :] % num_points).astype(shift.dtype) / num_points  # [c, n]
   u = rows[:, None, :] + shift[None]
   u = u - jnp.floor(u)  # [c, V, n], each marginally U[0, 1)
@@ -221,30 +224,31 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
     noise = functools.partial(_lattice_exponentials, generator, sampler == "qmc_tent")
     noise_state = jax.vmap(lambda k: jax.random.uniform(k, logits.shape[1:], logits.dtype))(keys)
 
-  def chunk_vjp(start, size):
-    def one_row(state, head, tail, top, masked, cot, row_tau):
-      exps, exp_top = noise(state, start, size, top)
-      return _gr_chunk_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau)
-
-    return jax.vmap(one_row)(noise_state, *rows)
-
-  # As few chunks as the bound allows, of equal size: a small remainder chunk
-  # (K = 100 as 54 + 46 at logits (20, 60, 16) on CPU) made two GR layers of a
-  # model take 2.8x one layer's time (the two-layer VAE's GR-MC100 step), 1.8x in equal chunks.
+  # K in equal chunks, as few as the memory bound allows, the last one padded
+  # with samples weighted zero (fewer than one per chunk): one compiled chunk,
+  # and no remainder. A chunk of 54 and a remainder of 46 (K = 100 at logits
+  # (20, 60, 16) on CPU) made the two-layer VAE's GR-MC100 step 2.8x the
+  # one-layer's; 1.8x in equal chunks.
   max_chunk_size = max(1, min(num_samples, chunk_elements // max(1, logits.size)))
   num_chunks = -(-num_samples // max_chunk_size)
   chunk_size = -(-num_samples // num_chunks)
-  num_full_chunks, last = divmod(num_samples, chunk_size)
-  if num_full_chunks == 1 and last == 0:
-    total = chunk_vjp(0, chunk_size)
+
+  def chunk_vjp(start):
+    def one_row(state, head, tail, top, masked, cot, row_tau):
+      exps, exp_top = noise(state, start, chunk_size, top)
+      is_sample = start + jnp.arange(chunk_size) < num_samples
+      return _gr_chunk_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau, is_sample)
+
+    return jax.vmap(one_row)(noise_state, *rows)
+
+  if num_chunks == 1:
+    total = chunk_vjp(0)
   else:
 
     def body(total, index):
-      return total + chunk_vjp(index * chunk_size, chunk_size), None
+      return total + chunk_vjp(index * chunk_size), None
 
-    total, _ = jax.lax.scan(body, jnp.zeros_like(logits), jnp.arange(num_full_chunks))
-    if last:
-      total = total + chunk_vjp(num_full_chunks * chunk_size, last)
+    total, _ = jax.lax.scan(body, jnp.zeros_like(logits), jnp.arange(num_chunks))
   return total / (num_samples * tau)
 
 

@@ -149,8 +149,8 @@ def test_chunked_backward_equals_unchunked_distribution(monkeypatch):
 @pytest.mark.parametrize("chunk_samples", [1, 3, 4, 7, 100])
 def test_chunking_leaves_the_gradient_unchanged(monkeypatch, chunk_samples):
   """Sample k is drawn from fold_in(key, k): how the K = 7 samples are split into chunks (7
-  chunks of 1; 3 + 3 + 1; 4 + 3, equal sizes where the bound allows; one chunk) changes only
-  the order of the float32 sums."""
+  chunks of 1; 3 chunks of 3 and 2 chunks of 4, the last padded with samples weighted zero; one
+  chunk) changes only the order of the float32 sums."""
   logits = jax.random.normal(jax.random.key(1), (5, 3, N))
   cotangent = jax.random.normal(jax.random.key(2), (5, 3, N))
 
