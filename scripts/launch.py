@@ -28,8 +28,11 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
   workdir.mkdir(parents=True, exist_ok=True)
   start = time.perf_counter()
   print(f"{workdir}: training (progress in {workdir / 'log.txt'}) ...", flush=True)
-  command = [sys.executable, "-m", "experiments.main", f"--config={config}", f"--workdir={workdir}"]
-  command += [f"--config.{o}" for o in overrides]
+  # -P: the working directory is not put first on sys.path, so the run imports
+  # this clone's gr_jax/, experiments/ and configs/ (PYTHONPATH below) even when
+  # started from inside another checkout.
+  command = [sys.executable, "-P", "-m", "experiments.main"]
+  command += [f"--config={config}", f"--workdir={workdir}", *(f"--config.{o}" for o in overrides)]
   with open(workdir / "log.txt", "a") as log:
     # The clone's experiments/ and configs/ (pip installs the gr_jax library only).
     path = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
