@@ -3,11 +3,15 @@
 import json
 import sys
 
+import pytest
+
 from tests.cli import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import launch  # noqa: E402
+
+pytestmark = pytest.mark.slow  # trains a tiny run through the CLI
 
 
 def test_a_run_uses_this_clones_code_from_inside_another_checkout(tmp_path, monkeypatch):
