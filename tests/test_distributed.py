@@ -69,6 +69,9 @@ def _start(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # SIGHUP's default action, even when the tests run under nohup (which ignores it, and the
+        # job then rightly ignores it too): the tests send it.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
       )
     )
   return processes
@@ -117,6 +120,30 @@ def _wait_for(path, processes, timeout: float = TIMEOUT_S) -> None:
     time.sleep(0.2)
 
 
+def _checkpoint_steps(workdir) -> list[int]:
+  directory = workdir / "checkpoints"
+  if not directory.is_dir():
+    return []
+  return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def _wait_for_a_new_checkpoint(workdir, processes, timeout: float = TIMEOUT_S) -> int:
+  """Waits until the job (just started) has written a checkpoint: its processes have joined and
+  train. Returns its step.
+
+  A checkpoint that existed before the start says nothing: a stop's step depends on the moment the
+  signal met the job, so a fixed step may have been written by an earlier round already.
+  """
+  before = max(_checkpoint_steps(workdir), default=0)
+  deadline = time.monotonic() + timeout
+  while not (new := [step for step in _checkpoint_steps(workdir) if step > before]):
+    assert time.monotonic() < deadline and all(p.poll() is None for p in processes), (
+      f"no checkpoint after step {before} in {workdir}"
+    )
+    time.sleep(0.2)
+  return new[0]
+
+
 def _kill(process: subprocess.Popen) -> None:
   os.killpg(process.pid, signal.SIGKILL)
   process.wait()
@@ -130,7 +157,8 @@ VAE = (
   "variance_every=0",
   "mse_every=0",
   "eval_every=0",
-  "num_steps=1000",
+  # Far more steps than the stops below need: each round must stop the job before its end.
+  "num_steps=3000",
   "steps_per_call=100",
   "log_every=100",
   "checkpoint_every=100",
@@ -142,20 +170,20 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
   job = tmp_path / "two"
   # Both processes killed (SIGKILL) once a checkpoint exists.
   processes = _start(*VAE[:1], job, *VAE[1:])
-  _wait_for(job / "checkpoints" / "200", processes)
+  _wait_for_a_new_checkpoint(job, processes)
   for process in processes:
     _kill(process)
   # Resumed; SIGTERM (a scheduler's preemption) to one process, at several moments: all stop at
   # the same step. Process 0 decides with process 1 from the signals gathered at the same point.
-  # SIGHUP (a closed terminal) to process 0 stops the job as SIGTERM does. (Each round waits for a
-  # checkpoint the previous one's stop cannot have written.)
-  for signalled, checkpoint, delay, sent in (
-    (1, 300, 0.0, signal.SIGTERM),
-    (0, 500, 0.0, signal.SIGTERM),
-    (0, 700, 0.5, signal.SIGHUP),
+  # SIGHUP (a closed terminal) to process 0 stops the job as SIGTERM does. (Each round signals once
+  # the resumed job has written a checkpoint of its own.)
+  for signalled, delay, sent in (
+    (1, 0.0, signal.SIGTERM),
+    (0, 0.2, signal.SIGTERM),
+    (0, 0.5, signal.SIGHUP),
   ):
     processes = _start(*VAE[:1], job, *VAE[1:])
-    _wait_for(job / "checkpoints" / str(checkpoint), processes)
+    _wait_for_a_new_checkpoint(job, processes)
     time.sleep(delay)
     processes[signalled].send_signal(sent)
     stopped = _finish(processes)
@@ -165,9 +193,10 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
     assert [code for code, _ in stopped] == [128 + signal.SIGTERM] * 2, lasts
     assert lasts[0] == lasts[1] and lasts[0].startswith("interrupted: stopped by SIGTERM at step ")
     assert not any("Traceback" in stderr or "Fatal Python" in stderr for _, stderr in stopped)
+    assert not (job / "results.json").exists(), "the job ended before the signal: raise num_steps"
   # Resumed; then process 1 alone dies: process 0 stops by itself, in one line naming it.
   processes = _start(*VAE[:1], job, *VAE[1:])
-  _wait_for(job / "checkpoints" / "900", processes)
+  _wait_for_a_new_checkpoint(job, processes)
   lost_at = time.monotonic()
   _kill(processes[1])
   ((code, stderr),) = _finish(processes[:1], timeout=120)
@@ -179,11 +208,13 @@ def test_vae_population_over_two_processes_equals_one_process_and_resumes_after_
     and "resume from its last checkpoint" in last
   )
   assert stopped_after < HEARTBEAT_TIMEOUT_S + 30
+  assert not (job / "results.json").exists(), "the job ended before process 1 died: raise num_steps"
   # Resumed again to the end: the same numbers as the uninterrupted one-process run.
+  last_checkpoint = max(_checkpoint_steps(job))
   zero, one = _run_job(*VAE[:1], job, *VAE[1:])
-  assert "resumed from the checkpoint at step 900" in zero
+  assert f"resumed from the checkpoint at step {last_checkpoint}" in zero
   # Process 0 alone logs the progress.
-  assert "step 1000/1000" in zero and "step 1000/1000" not in one
+  assert "step 3000/3000" in zero and "step 3000/3000" not in one
   assert _outputs(job) == _outputs(tmp_path / "one")
   assert sorted(p.name for p in job.iterdir() if p.name.startswith(".lock")) == []
 
