@@ -30,6 +30,7 @@ import time
 
 import jax
 import numpy as np
+from absl import logging
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
@@ -90,6 +91,14 @@ def initialize() -> None:
   if given.get("process_id") == 0 and given.get("coordinator_address"):
     _require_free_port(given["coordinator_address"])
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  # Said before the wait: a process whose peers never come prints nothing else until the timeout.
+  logging.info(
+    "%s: joining the job (coordinator %s); waiting up to %d s for every process"
+    " (GR_JAX_INIT_TIMEOUT_S)",
+    _who(),
+    given.get("coordinator_address", "found by JAX"),
+    given.get("initialization_timeout", 300),
+  )
   try:
     jax.distributed.initialize(**given)
     jax.devices()  # the processes exchange their devices here: fails when one is missing

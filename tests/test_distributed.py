@@ -289,6 +289,9 @@ def test_bad_multi_process_jobs_are_one_line_each(tmp_path):
     timeout=120,
   )
   _one_line_each(alone, "the job did not come together within GR_JAX_INIT_TIMEOUT_S = 5 s")
+  # While it waited, it said so.
+  assert "process 1 of 2: joining the job (coordinator 127.0.0.1:" in alone[0][1]
+  assert "waiting up to 5 s for every process (GR_JAX_INIT_TIMEOUT_S)" in alone[0][1]
   assert time.monotonic() - started < 60
 
 
