@@ -163,6 +163,32 @@ def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau, 
   return cotangent * weight_sum - weighted_inner
 
 
+def _gr_binary_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau, is_sample):
+  r"""`_gr_chunk_vjp` for two categories (the same arguments, ``n = 2``), on ``[c, V]`` arrays.
+
+  With i the sampled category, j the other and :math:`u = (1 + r_j)^{-1/\tau}`, the
+  conditional softmax is :math:`s_i = 1 / (1 + u)`, :math:`s_j = u / (1 + u)`, and
+
+  .. math::
+    s \odot (g - \langle g, s \rangle) = s_i s_j (g_i - g_j) \,(e_i - e_j),
+    \qquad s_i s_j = u / (1 + u)^2:
+
+  one weight per variable and sample, instead of the general case's contractions over a
+  last axis of 2 (half the binary GR-MC10 backward's time on CPU).
+  """
+  other = lambda x: jnp.sum(jnp.where(is_top, 0.0, x), axis=-1)  # noqa: E731
+  exp_other = other(exps)  # [c, V]
+  tail_other = other(tail)  # [V]
+  log1p_ratio = tail_other + jnp.log1p(
+    exp_other * (other(head) / exp_top[..., 0]) + jnp.expm1(-tail_other)
+  )
+  u = jnp.exp(-log1p_ratio / tau[:, 0])
+  u = jnp.where(jnp.any(is_masked, axis=-1), 0.0, u)
+  weight = jnp.sum(jnp.where(is_sample[:, None], u / jnp.square(1.0 + u), 0.0), axis=0)  # [V]
+  difference = jnp.sum(jnp.where(is_top, cotangent, -cotangent), axis=-1)  # g_i - g_j
+  return jnp.where(is_top, 1.0, -1.0) * (weight * difference)[:, None]
+
+
 def _top_exponential(exps, is_top):
   """``[c, V, 1]`` the sampled category's exponential, from materialized ``exps``."""
   # Without the barrier XLA fuses the draws into this reduction and into their
@@ -237,7 +263,8 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
     def one_row(state, head, tail, top, masked, cot, row_tau):
       exps, exp_top = noise(state, start, chunk_size, top)
       is_sample = start + jnp.arange(chunk_size) < num_samples
-      return _gr_chunk_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau, is_sample)
+      row_vjp = _gr_binary_chunk_vjp if num_categories == 2 else _gr_chunk_vjp
+      return row_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau, is_sample)
 
     return jax.vmap(one_row)(noise_state, *rows)
 

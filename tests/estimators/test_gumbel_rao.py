@@ -376,6 +376,45 @@ def test_gumbel_rao_exact_at_large_tau(tau, x64):
   np.testing.assert_array_less(np.abs(grad - expected), tolerance)
 
 
+@pytest.mark.parametrize("tau", [0.1, 0.5, 5.0, 100.0])
+@pytest.mark.parametrize("log_odds", [0.7, 3.0, 150.0])
+def test_binary_gumbel_rao_equals_eq8(tau, log_odds):
+  """Two categories take their own backward (one weight per variable and sample): against eq. 8
+  in float64, from log-odds where both samples are likely to 150, where exp(logZ - logits)
+  overflows float32. The sample is conditioned on as drawn (the reference's rows reordered so that
+  it comes first); the tolerance is Z standard errors of both Monte Carlo means."""
+  logits_np = np.array([0.0, -log_odds])
+  cotangent_np = np.array([0.5, -1.5])
+  num_samples = 100_000
+  key = jax.random.key(10)
+  sample, vjp = jax.vjp(
+    lambda t: estimators.gumbel_rao(key, t, tau=tau, num_samples=num_samples),
+    jnp.asarray(logits_np, jnp.float32),
+  )
+  grad = np.asarray(vjp(jnp.asarray(cotangent_np, jnp.float32))[0], np.float64)
+  order = [int(np.argmax(sample)), 1 - int(np.argmax(sample))]
+  expected, se = _eq8_reference(logits_np[order], cotangent_np[order], tau, num=200_000)
+  per_sample_sd = se * np.sqrt(200_000)
+  tolerance = Z * np.hypot(se, per_sample_sd / np.sqrt(num_samples)) + 1e-7
+  np.testing.assert_array_less(np.abs(grad[order] - expected), tolerance)
+
+
+def test_binary_gumbel_rao_with_a_masked_category_is_exactly_zero():
+  """A category at -inf is never drawn: the other one is certain and its gradient exactly 0."""
+  logits = jnp.array([[0.0, -jnp.inf], [-jnp.inf, 2.0], [0.3, -0.2]])
+  for tau in (1e-3, 0.5, 1e3):
+    sample, grad = vjp_at(
+      lambda k, t, tau: estimators.gumbel_rao(k, t, tau=tau, num_samples=10),
+      jax.random.key(2),
+      logits,
+      jnp.array([[1.0, 3.0]] * 3),
+      tau,
+    )
+    np.testing.assert_array_equal(sample[:2], [[1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_array_equal(grad[:2], 0.0)
+    assert np.isfinite(grad).all() and np.all(grad[2] != 0.0)
+
+
 @pytest.mark.slow
 def test_gumbel_rao_mean_equals_stgs_at_tau_100():
   """logits [0, -100, -200], g = [0, 1, 2], tau = 100: the two means must be equal."""
