@@ -113,11 +113,16 @@ def _outputs(workdir) -> tuple[list[dict], dict]:
   return records, results
 
 
-def _wait_for(path, processes, timeout: float = TIMEOUT_S) -> None:
+def _wait_until(condition, processes, what: str, timeout: float = TIMEOUT_S) -> None:
+  """Polls ``condition`` while every process runs; fails naming ``what`` after ``timeout``."""
   deadline = time.monotonic() + timeout
-  while not path.exists():
-    assert time.monotonic() < deadline and all(p.poll() is None for p in processes), f"no {path}"
+  while not condition():
+    assert time.monotonic() < deadline and all(p.poll() is None for p in processes), what
     time.sleep(0.2)
+
+
+def _wait_for(path, processes) -> None:
+  _wait_until(path.exists, processes, f"no {path}")
 
 
 def _checkpoint_steps(workdir) -> list[int]:
@@ -127,21 +132,19 @@ def _checkpoint_steps(workdir) -> list[int]:
   return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def _wait_for_a_new_checkpoint(workdir, processes, timeout: float = TIMEOUT_S) -> int:
+def _wait_for_a_new_checkpoint(workdir, processes) -> None:
   """Waits until the job (just started) has written a checkpoint: its processes have joined and
-  train. Returns its step.
+  train.
 
   A checkpoint that existed before the start says nothing: a stop's step depends on the moment the
   signal met the job, so a fixed step may have been written by an earlier round already.
   """
   before = max(_checkpoint_steps(workdir), default=0)
-  deadline = time.monotonic() + timeout
-  while not (new := [step for step in _checkpoint_steps(workdir) if step > before]):
-    assert time.monotonic() < deadline and all(p.poll() is None for p in processes), (
-      f"no checkpoint after step {before} in {workdir}"
-    )
-    time.sleep(0.2)
-  return new[0]
+  _wait_until(
+    lambda: max(_checkpoint_steps(workdir), default=0) > before,
+    processes,
+    f"no checkpoint after step {before} in {workdir}",
+  )
 
 
 def _kill(process: subprocess.Popen) -> None:
