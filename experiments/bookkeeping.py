@@ -36,8 +36,9 @@ class MetricsWriter:
   ``SPLIT/NAME`` for the curves, ``final/SPLIT_NAME`` for the end-of-run
   evaluation, ``hyperparameters/NAME`` at the first step, the config as text and
   ``progress/steps_per_second`` in the top-level run. A resumed run purges the
-  events after its checkpoint's step (TensorBoard's ``purge_step``). In a
-  multi-process job only process 0 writes (the others' writers do nothing).
+  events after its checkpoint's step, a run from step 0 all earlier ones (TensorBoard's
+  ``purge_step``). In a multi-process job only process 0 writes (the others' writers do
+  nothing).
   """
 
   # Bookkeeping values kept in metrics.jsonl but not plotted.
@@ -47,6 +48,9 @@ class MetricsWriter:
     self.path = workdir / "metrics.jsonl"
     self._tensorboard_dir = workdir / "tensorboard"
     self._start_step = start_step
+    # The first step this run logs: a resumed run logs every step after its checkpoint's, and a
+    # run from step 0 measures the untrained state again.
+    self.first_step = start_step + 1 if start_step else 0
     self._tb = {}
     self._file = self._summary_writer = None
     if not is_writer():
@@ -66,7 +70,7 @@ class MetricsWriter:
   def _board(self, member: int | None):
     if member not in self._tb:
       run = self._tensorboard_dir / (f"member_{member}" if member is not None else "")
-      self._tb[member] = self._summary_writer(str(run), purge_step=self._start_step or None)
+      self._tb[member] = self._summary_writer(str(run), purge_step=self.first_step)
     return self._tb[member]
 
   def truncate_after(self, step: int) -> None:
@@ -171,7 +175,7 @@ def start_or_resume(
   The state is the newest checkpoint that restores (restored into the
   structure of ``init_state``; damaged ones are moved aside with a warning),
   else ``init_state`` at step 0. Metrics logged after that step by an interrupted
-  run are dropped: the resumed run logs them again.
+  run are dropped (and, from step 0, those of the untrained state): the run logs them again.
   """
   checkpointer, state, start = restore_latest_good(path, init_state)
   writer = MetricsWriter(path, start)
@@ -179,7 +183,7 @@ def start_or_resume(
     logging.info("resumed from the checkpoint at step %d", start)
   else:
     logging.info("starting a new run in %s", path)
-  writer.truncate_after(start)
+  writer.truncate_after(writer.first_step - 1)
   return checkpointer, writer, state, start
 
 

@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 import types
 
 import jax.numpy as jnp
@@ -26,6 +27,68 @@ def test_metrics_writer_appends_and_truncates(tmp_path):
   writer.close()
   records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [(r["step"], r["loss"]) for r in records] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+
+
+def _visible_tensorboard_scalars(run_dir):
+  """{tag: {step: value}} as TensorBoard shows a run directory's event files: a session START
+  event at step T hides every event read before it whose step is T or later (TensorBoard's restart
+  purge, tensorboardX's ``purge_step``)."""
+  from tensorboardX.proto import event_pb2
+
+  scalars = {}
+  for file in sorted(run_dir.glob("events.out.tfevents.*")):
+    data, offset = file.read_bytes(), 0
+    while offset < len(data):
+      length = int.from_bytes(data[offset : offset + 8], "little")
+      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
+      offset += 12 + length + 4
+      if event.session_log.status == event_pb2.SessionLog.START:
+        for series in scalars.values():
+          for step in [s for s in series if s >= event.step]:
+            del series[step]
+      for value in event.summary.value:
+        scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+  return scalars
+
+
+def _interrupted_run(path, steps, checkpoint_at=None):
+  """A run that logs ``steps`` (from where it starts), saves a checkpoint at ``checkpoint_at``,
+  then stops; returns the step it started from."""
+  # tensorboardX names an event file by the second it opens (a later one sorts after it; one of
+  # the same second is overwritten): each run of a real job is a process, seconds to start.
+  time.sleep(1.05)
+  checkpointer, writer, _, start = bookkeeping.start_or_resume(path, {"w": jnp.zeros(2)})
+  for step in steps:
+    writer.write(step, "train", 0, loss=float(step + 10 * start))
+    if step == checkpoint_at:
+      checkpointer.save(step, {"w": jnp.full(2, float(step))})
+  writer.close()
+  checkpointer.close()
+  return start
+
+
+def test_a_resumed_run_keeps_what_was_logged_up_to_its_checkpoint(tmp_path):
+  # Steps 1-3 logged, the checkpoint at 2: the resumed run logs 3 again, and both metrics.jsonl
+  # and TensorBoard show 1 and 2 of the first run (2 is the checkpoint's own step), 3 of the second.
+  assert _interrupted_run(tmp_path, (1, 2, 3), checkpoint_at=2) == 0
+  assert _interrupted_run(tmp_path, (3,)) == 2
+  expected = {1: 1.0, 2: 2.0, 3: 23.0}
+  records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert {r["step"]: r["loss"] for r in records} == expected and len(records) == 3
+  if bookkeeping.MetricsWriter(tmp_path)._summary_writer is not None:
+    visible = _visible_tensorboard_scalars(tmp_path / "tensorboard" / "member_0")
+    assert visible["train/loss"] == expected
+
+
+def test_a_run_restarted_from_step_0_logs_the_untrained_state_once(tmp_path):
+  # Nothing was checkpointed: the restarted run measures step 0 again, and only its lines stand.
+  assert _interrupted_run(tmp_path, (0, 1)) == 0
+  assert _interrupted_run(tmp_path, (0,)) == 0
+  records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [(r["step"], r["loss"]) for r in records] == [(0, 0.0)]
+  if bookkeeping.MetricsWriter(tmp_path)._summary_writer is not None:
+    visible = _visible_tensorboard_scalars(tmp_path / "tensorboard" / "member_0")
+    assert visible["train/loss"] == {0: 0.0}
 
 
 def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
