@@ -8,8 +8,9 @@ training negative ELBO (the mean of the last 1 % of steps, mean and standard
 deviation over seeds), the test bound (IWAE-100, the suite's; IWAE-1000
 beside it), the inference network's gradient variance at fixed steps, ms per
 step. Then, per setting, paired by seed: DisARM against RLOO-2 (the suite's
-claim at equal evaluations), and every estimator at equal loss evaluations and
-at equal wall time (its training curve read where the budget runs out).
+claim at equal evaluations), every estimator at equal loss evaluations and at
+equal wall time (its training curve read where the budget runs out), and each
+GR row against RLOO-2 and DisARM at both budgets.
 
   python scripts/leaderboard.py --runs=runs/field --bench=runs/bench_bernoulli.json \\
     --out=docs/leaderboard.md
@@ -183,17 +184,28 @@ def main(argv):
 
 def _paired(a: dict, b: dict, value) -> list[float]:
   """value(b member) - value(a member), for each seed both hold (None-free)."""
-  out = []
-  for seed in sorted(set(a["members"]) & set(b["members"])):
-    x, y = value(a, a["members"][seed]), value(b, b["members"][seed])
-    if x is not None and y is not None:
-      out.append(y - x)
-  return out
+  by_seed = [{seed: value(r, m) for seed, m in r["members"].items()} for r in (a, b)]
+  return _seed_differences(*by_seed)
+
+
+def _read_at(run: dict, step: float) -> dict:
+  """{seed: the member's training curve at ``step``}."""
+  return {seed: _at(m["curve"], step) for seed, m in run["members"].items()}
+
+
+def _cells(values: dict) -> str:
+  return "; ".join(f"{name} {_spread(list(by_seed.values()))}" for name, by_seed in values.items())
+
+
+def _seed_differences(a: dict, b: dict) -> list[float]:
+  """b - a for each seed both hold (None-free)."""
+  return [b[s] - a[s] for s in sorted(set(a) & set(b)) if a[s] is not None and b[s] is not None]
 
 
 def _claims(runs: dict, timings: dict) -> list[str]:
-  """The paired DisARM - RLOO-2 line and the equal-evaluation and equal-wall-time lines;
-  ``timings``: estimator -> (ms per step, device) from the bench, or None."""
+  """The paired DisARM - RLOO-2 line, the equal-evaluation and equal-wall-time lines, and each GR
+  row against RLOO-2 and DisARM paired by seed at those budgets; ``timings``: estimator -> (ms per
+  step, device) from the bench, or None."""
   lines = []
   if "disarm" in runs and "rloo2" in runs:
     rloo, disarm = runs["rloo2"], runs["disarm"]
@@ -211,26 +223,40 @@ def _claims(runs: dict, timings: dict) -> list[str]:
     ]
   evaluations = {n: estimators.get(n).loss_evaluations for n in runs}
   budget = min(r["steps"] * evaluations[n] for n, r in runs.items())
-  cells = []
-  for name, run in runs.items():
-    at = budget / evaluations[name]
-    cells.append(f"{name} {_spread([_at(m['curve'], at) for m in run['members'].values()])}")
+  # Each member's train -ELBO where a budget runs out: {name: {seed: value}}.
+  at_budget = {
+    "equal loss evaluations": {n: _read_at(r, budget / evaluations[n]) for n, r in runs.items()}
+  }
   lines += [
     "",
     f"Train −ELBO at equal loss evaluations ({budget:,} each, read on the training curves): "
-    + "; ".join(cells)
+    + _cells(at_budget["equal loss evaluations"])
     + ".",
   ]
   if all(timings.values()):
     seconds = min(runs[n]["steps"] * timings[n][0] / 1e3 for n in runs)
-    cells = []
-    for name, run in runs.items():
-      at = seconds * 1e3 / timings[name][0]
-      cells.append(f"{name} {_spread([_at(m['curve'], at) for m in run['members'].values()])}")
+    at_budget["equal wall time"] = {
+      n: _read_at(r, seconds * 1e3 / timings[n][0]) for n, r in runs.items()
+    }
     lines += [
       "",
       f"Train −ELBO at equal wall time ({_seconds(seconds)} of training steps at the"
-      f" bench's ms per step, {next(iter(timings.values()))[1]}): " + "; ".join(cells) + ".",
+      f" bench's ms per step, {next(iter(timings.values()))[1]}): "
+      + _cells(at_budget["equal wall time"])
+      + ".",
+    ]
+  unbiased = [n for n in ("rloo2", "disarm") if n in runs]
+  for name in (n for n in runs if n.startswith("gr_") and unbiased):
+    cells = [
+      f"{name} − {other} {_spread(_seed_differences(values[other], values[name]))} at {budget_name}"
+      for other in unbiased
+      for budget_name, values in at_budget.items()
+    ]
+    lines += [
+      "",
+      f"{name} against the unbiased estimators, train −ELBO paired by seed: "
+      + "; ".join(cells)
+      + " (negative: GR lower).",
     ]
   return lines
 

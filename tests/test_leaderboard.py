@@ -102,4 +102,14 @@ def test_the_table_and_the_paired_claims(tmp_path):
   # Equal wall time: min(200 x 2 ms, 200 x 2 ms, 200 x 4 ms) = 0.4 s: GR-MC10 at step 100.
   assert "equal wall time (0.40 s" in text
   assert "gr_mc10 106.00 ± 1.41" in text.split("equal wall time")[1]
+  # GR-MC10 against each unbiased estimator, by seed, at both budgets. Equal evaluations: GR at
+  # step 200 (95, 97), RLOO-2 at 100 (111, 113), DisARM at 100 (110, 112); equal wall time: GR at
+  # step 100 (105, 107), RLOO-2 at 200 (101, 104), DisARM at 200 (100, 102).
+  assert (
+    "gr_mc10 against the unbiased estimators, train −ELBO paired by seed:"
+    " gr_mc10 − rloo2 -16.00 ± 0.00 at equal loss evaluations;"
+    " gr_mc10 − rloo2 3.50 ± 0.71 at equal wall time;"
+    " gr_mc10 − disarm -15.00 ± 0.00 at equal loss evaluations;"
+    " gr_mc10 − disarm 5.00 ± 0.00 at equal wall time (negative: GR lower)."
+  ) in text
   assert "Nothing of theirs is typed in by hand" in text
