@@ -246,7 +246,8 @@ def _claims(runs: dict, timings: dict) -> list[str]:
       + ".",
     ]
   unbiased = [n for n in ("rloo2", "disarm") if n in runs]
-  for name in (n for n in runs if n.startswith("gr_") and unbiased):
+  gr_rows = [n for n in runs if n.startswith("gr_")] if unbiased else []
+  for name in gr_rows:
     cells = [
       f"{name} − {other} {_spread(_seed_differences(values[other], values[name]))} at {budget_name}"
       for other in unbiased

@@ -32,6 +32,7 @@ from experiments.vae import experiment as vae
 from experiments.vae.evaluation import Scorer
 from experiments.vae.task import VAETask
 from gr_jax.models import vae as vae_model
+from tests import tensorboard_events
 from tests.cli import ROOT, main_command, run_main
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
@@ -1112,39 +1113,26 @@ def test_list_fields_prints_every_field_with_its_comment(tmp_path):
 
 
 def _tensorboard_scalars(run_dir):
-  """{tag: {step: value}} from a TensorBoard run directory's event files (TFRecord framing)."""
-  from tensorboardX.proto import event_pb2
-
+  """{tag: {step: value}} from a TensorBoard run directory's event files."""
   scalars, texts = {}, set()
-  for file in sorted(run_dir.glob("events.out.tfevents.*")):
-    data = file.read_bytes()
-    offset = 0
-    while offset < len(data):
-      length = int.from_bytes(data[offset : offset + 8], "little")
-      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
-      offset += 12 + length + 4
-      for value in event.summary.value:
-        if value.HasField("simple_value"):
-          scalars.setdefault(value.tag, {})[event.step] = value.simple_value
-        else:
-          texts.add(value.tag)
+  for event in tensorboard_events.events(run_dir):
+    for value in event.summary.value:
+      if value.HasField("simple_value"):
+        scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+      else:
+        texts.add(value.tag)
   return scalars, texts
 
 
 def _hparams_session(run_dir):
   """The HParams plugin's SessionStartInfo written in a run directory."""
-  from tensorboardX.proto import event_pb2, plugin_hparams_pb2
+  from tensorboardX.proto import plugin_hparams_pb2
 
-  for file in sorted(run_dir.glob("events.out.tfevents.*")):
-    data, offset = file.read_bytes(), 0
-    while offset < len(data):
-      length = int.from_bytes(data[offset : offset + 8], "little")
-      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
-      offset += 12 + length + 4
-      for value in event.summary.value:
-        if value.tag == "_hparams_/session_start_info":
-          content = value.metadata.plugin_data.content
-          return plugin_hparams_pb2.HParamsPluginData.FromString(content).session_start_info
+  for event in tensorboard_events.events(run_dir):
+    for value in event.summary.value:
+      if value.tag == "_hparams_/session_start_info":
+        content = value.metadata.plugin_data.content
+        return plugin_hparams_pb2.HParamsPluginData.FromString(content).session_start_info
   raise AssertionError(f"no HParams session in {run_dir}")
 
 
