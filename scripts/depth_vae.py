@@ -34,6 +34,12 @@ import launch
 from absl import app, flags
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the tables.", required=True)
+_RECORDS = flags.DEFINE_string(
+  "records",
+  "",
+  "A tracked directory (e.g. docs/runs/depth) that keeps each finished run's records as it"
+  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone.",
+)
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "The binarized MNIST directory (config.data_dir).")
 _ARITIES = flags.DEFINE_list("arities", ["16", "2"], "Arities (2, 4, 8, 16).")
 _ESTIMATORS = flags.DEFINE_list(
@@ -154,6 +160,8 @@ def main(argv):
         workdir = out / f"{arity}ary" / depth / estimator
         if _RUN.value:
           launch.train(config.format(arity=arity), workdir, _overrides(estimator))
+          if _RECORDS.value:
+            launch.keep_records(workdir, pathlib.Path(_RECORDS.value) / workdir.relative_to(out))
         runs[arity, depth, estimator] = _members(workdir)
         if _LADDER.value and runs[arity, depth, estimator]:
           _ladder(workdir, runs[arity, depth, estimator])

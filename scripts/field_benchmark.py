@@ -44,6 +44,12 @@ ESTIMATORS = [
 ]
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs.", required=True)
+_RECORDS = flags.DEFINE_string(
+  "records",
+  "",
+  "A tracked directory (e.g. docs/runs/field) that keeps each finished run's records as it"
+  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone.",
+)
 _DATA_ROOT = flags.DEFINE_string(
   "data_root", "", "A directory holding fashion_mnist/ and binarized_mnist/ (as $GR_JAX_DATA)."
 )
@@ -74,6 +80,10 @@ def main(argv):
       if _DATA_ROOT.value:
         overrides.append(f"data_dir={pathlib.Path(_DATA_ROOT.value) / dataset}")
       launch.train(config, out / setting / estimator, overrides)
+      if _RECORDS.value:
+        launch.keep_records(
+          out / setting / estimator, pathlib.Path(_RECORDS.value) / setting / estimator
+        )
 
 
 if __name__ == "__main__":

@@ -15,35 +15,17 @@ left alone, and a record already kept is replaced by the run's newer one.
 """
 
 import pathlib
-import shutil
 
+import launch
 from absl import app, flags
-
-RECORDS = ("config.json", "results.json", "metrics.jsonl", "summary.md")
 
 _RUNS = flags.DEFINE_string("runs", None, "A directory of run workdirs (any depth).", required=True)
 _INTO = flags.DEFINE_string("into", None, "The tracked directory to copy into.", required=True)
 
 
-def keep(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
-  """Copies each finished run's records from ``runs`` to ``into``; returns the workdirs kept."""
-  if not runs.is_dir():
-    raise SystemExit(f"error: --runs={runs} is not a directory.")
-  kept = []
-  for results in sorted(runs.rglob("results.json")):
-    workdir = results.parent
-    target = into / workdir.relative_to(runs)
-    target.mkdir(parents=True, exist_ok=True)
-    for name in RECORDS:
-      if (workdir / name).is_file():
-        shutil.copyfile(workdir / name, target / name)
-    kept.append(workdir)
-  return kept
-
-
 def main(argv):
   del argv
-  kept = keep(pathlib.Path(_RUNS.value), pathlib.Path(_INTO.value))
+  kept = launch.keep_records(pathlib.Path(_RUNS.value), pathlib.Path(_INTO.value))
   print(f"kept the records of {len(kept)} finished runs in {_INTO.value}")
   for workdir in kept:
     print(f"  {workdir}")

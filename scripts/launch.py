@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -76,3 +77,23 @@ def _results_line(workdir: pathlib.Path) -> str:
   return f"selected member {results.get('selected_member')} of {members}: " + (
     ", ".join(shown) or "-"
   )
+
+
+# What the table scripts read of a run; scripts/keep_records.py says why they are kept.
+RECORDS = ("config.json", "results.json", "metrics.jsonl", "summary.md")
+
+
+def keep_records(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
+  """Copies each finished run's records from ``runs`` to ``into``; returns the workdirs kept."""
+  if not runs.is_dir():
+    raise SystemExit(f"error: {runs} is not a directory: no runs to keep.")
+  kept = []
+  for results in sorted(runs.rglob("results.json")):
+    workdir = results.parent
+    target = into / workdir.relative_to(runs)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in RECORDS:
+      if (workdir / name).is_file():
+        shutil.copyfile(workdir / name, target / name)
+    kept.append(workdir)
+  return kept

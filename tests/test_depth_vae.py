@@ -38,6 +38,7 @@ def test_one_layer_against_two_paired_by_seed_with_the_bound_ladder(tmp_path):
     "--steps=4",
     "--variance_every=2",
     "--ladder",
+    f"--records={tmp_path / 'records'}",
     *[f"--set={s}" for s in tiny],
   ]
   subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True, timeout=1200)
@@ -85,3 +86,10 @@ def test_one_layer_against_two_paired_by_seed_with_the_bound_ladder(tmp_path):
   ]
   assert f"| 16 | 0.64 | one_layer | st_gs | {_spread(elbo)} |" in table
   assert f"| {_spread([one[0.64, s]['test_nll'] for s in (0, 1)])} |" in table
+  # The records kept as each run finished (no checkpoints) tabulate the same bounds elsewhere.
+  again = [c for c in command if not c.startswith(("--out", "--ladder", "--records"))]
+  again += [f"--out={tmp_path / 'records'}", "--run=false"]
+  subprocess.run(again, cwd=ROOT, check=True, capture_output=True, text=True, timeout=600)
+  assert not list((tmp_path / "records").rglob("checkpoints"))
+  kept = (tmp_path / "records" / "depth.md").read_text().strip()
+  assert kept.split("\n\n")[:6] == table.split("\n\n")[:6]  # bounds, paired, variances

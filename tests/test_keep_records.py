@@ -6,7 +6,7 @@ import sys
 from tests.cli import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import keep_records  # noqa: E402  (a script, imported for its function)
+import launch  # noqa: E402  (the scripts' helpers)
 
 
 def _workdir(path, finished):
@@ -24,7 +24,7 @@ def test_finished_runs_keep_their_records_in_the_same_layout(tmp_path):
   runs, into = tmp_path / "runs", tmp_path / "records"
   _workdir(runs / "setting" / "st_gs", finished=True)
   _workdir(runs / "setting" / "gr_mc10", finished=False)
-  kept = keep_records.keep(runs, into)
+  kept = launch.keep_records(runs, into)
   assert kept == [runs / "setting" / "st_gs"]
   copied = sorted(p.relative_to(into).as_posix() for p in into.rglob("*") if p.is_file())
   assert copied == [
@@ -38,9 +38,9 @@ def test_finished_runs_keep_their_records_in_the_same_layout(tmp_path):
 def test_a_kept_record_is_replaced_by_the_runs_newer_one(tmp_path):
   runs, into = tmp_path / "runs", tmp_path / "records"
   _workdir(runs / "st_gs", finished=True)
-  keep_records.keep(runs, into)
+  launch.keep_records(runs, into)
   (runs / "st_gs" / "results.json").write_text('{"steps": 2}')
-  keep_records.keep(runs, into)
+  launch.keep_records(runs, into)
   assert (into / "st_gs" / "results.json").read_text() == '{"steps": 2}'
 
 
@@ -52,5 +52,5 @@ def test_a_missing_runs_directory_is_one_line(tmp_path):
     text=True,
   )
   assert result.returncode == 1
-  assert result.stderr.strip() == f"error: --runs={tmp_path / 'no'} is not a directory."
+  assert result.stderr.strip() == f"error: {tmp_path / 'no'} is not a directory: no runs to keep."
   assert not (tmp_path / "records").exists()
