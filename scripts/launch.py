@@ -91,6 +91,8 @@ def keep_records(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
   for results in sorted(runs.rglob("results.json")):
     workdir = results.parent
     target = into / workdir.relative_to(runs)
+    if target.resolve() == workdir.resolve():  # --records naming the runs themselves
+      continue
     target.mkdir(parents=True, exist_ok=True)
     for name in RECORDS:
       if (workdir / name).is_file():

@@ -12,8 +12,11 @@ claim at equal evaluations), every estimator at equal loss evaluations and at
 equal wall time (its training curve read where the budget runs out), and each
 GR row against RLOO-2 and DisARM at both budgets.
 
-  python scripts/leaderboard.py --runs=runs/field --bench=runs/bench_bernoulli.json \\
-    --out=docs/leaderboard.md
+  python scripts/leaderboard.py --runs=docs/runs/field \\
+    --bench=docs/runs/bench_bernoulli.json --out=docs/leaderboard.md
+
+(``docs/runs/field``: the records ``field_benchmark.py --records`` keeps;
+``runs/field`` itself reads the same.)
 """
 
 import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
@@ -139,7 +142,8 @@ def main(argv):
       "",
       f"## {title} ({config['binarization']} binarization)",
       "",
-      f"`python scripts/field_benchmark.py --out={runs_dir} --settings={setting}"
+      "`python scripts/field_benchmark.py --out=runs/field --records=docs/runs/field"
+      f" --data_root=../shared/data --settings={setting}"
       f" --steps={max(steps)} --seeds={','.join(map(str, seeds))}`; batch {config['batch_size']},"
       f" optimizer {config['optimizer']} (lr {config['learning_rate']}, prior"
       f" {config['prior_learning_rate']}), τ {config['tau']}.",

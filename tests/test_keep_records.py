@@ -44,6 +44,12 @@ def test_a_kept_record_is_replaced_by_the_runs_newer_one(tmp_path):
   assert (into / "st_gs" / "results.json").read_text() == '{"steps": 2}'
 
 
+def test_records_asked_into_the_runs_themselves_are_left_as_they_are(tmp_path):
+  _workdir(tmp_path / "runs" / "st_gs", finished=True)
+  assert launch.keep_records(tmp_path / "runs", tmp_path / "runs") == []
+  assert (tmp_path / "runs" / "st_gs" / "results.json").read_text() == '{"steps": 1}'
+
+
 def test_a_missing_runs_directory_is_one_line(tmp_path):
   result = subprocess.run(
     [sys.executable, str(ROOT / "scripts" / "keep_records.py"), f"--runs={tmp_path / 'no'}"]
