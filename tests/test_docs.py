@@ -125,7 +125,9 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
     " --set=num_eval_examples=20 --set=variance_every=0 --set=checkpoint_every=2"
   )
   script = (
-    block.replace("runs/", f"{tmp_path}/")
+    block.replace("docs/runs/field", "RECORDS")
+    .replace("runs/", f"{tmp_path}/")
+    .replace("RECORDS", f"{tmp_path}/records")
     .replace("--data_root=../shared/data", "--data_root=../shared/data" + tiny)
     .replace("python ", f"{sys.executable} ", 1)
     + "wait\n"
@@ -134,3 +136,7 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
   results = json.loads((tmp_path / "field/nonlinear_fashion_mnist/disarm/results.json").read_text())
   assert results["steps"] == 2 and len(results["members"]) == 1
   assert "done in" in (tmp_path / "field.log").read_text()
+  # --records kept the finished population's records, without its checkpoints.
+  kept = tmp_path / "records" / "nonlinear_fashion_mnist" / "disarm"
+  assert json.loads((kept / "results.json").read_text()) == results
+  assert not (kept / "checkpoints").exists()
