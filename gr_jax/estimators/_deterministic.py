@@ -61,8 +61,9 @@ def zgr(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   estimators: the gradient of the author's surrogate
   :math:`\tfrac12[\mathrm{softmax}(\theta) + (D - p^*) \log p_i(\theta)]`
   (:math:`p^*` held fixed). No temperature and no sampling in the backward
-  pass; unbiased for functions f(D) quadratic in D. ``tau`` is accepted for a uniform
-  signature (and checked) but not used.
+  pass; unbiased for functions f(D) quadratic in D; the same gradient as ReinMax at
+  :math:`\tau = 1` (see ``reinmax``). ``tau`` is accepted for a uniform signature (and
+  checked) but not used.
 
   Args:
     key: a PRNG key (the sample ``D`` is the same as every one-hot estimator's).
@@ -119,7 +120,10 @@ def reinmax(key: Array, logits: Array, *, tau: float | Array = 1.0) -> Array:
   :math:`\pi_1`); D is an exact sample of Categorical(softmax(theta)). The authors advise
   :math:`\tau \ge 1` (their implementation refuses :math:`\tau < 1`: ReinMax
   "prefers" larger temperatures, while ST-GS prefers small ones); values below
-  1 are allowed here but not recommended.
+  1 are allowed here but not recommended. At :math:`\tau = 1` ReinMax is ZGR:
+  :math:`\pi_1 = (D + p)/2` reduces the gradient to
+  :math:`\tfrac12[(g_i - \langle g, p\rangle) D + p \odot (g - g_i)]`, ZGR's
+  :math:`\tfrac12[\mathrm{ST} + \mathrm{DARN}]` written out, for every arity.
 
   Args:
     key: a PRNG key (the sample ``D`` is the same as every one-hot estimator's).

@@ -138,6 +138,27 @@ def test_zgr_is_the_limit_of_gr_exact():
   assert errors[0] > errors[1] > errors[2], errors
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_reinmax_at_tau_one_is_zgr(n):
+  """At tau = 1, pi_1 = (D + p) / 2 and ReinMax's gradient reduces to
+  1/2 [(g_i - <g, p>) e_i + p (g - g_i)], which is ZGR's 1/2 [ST + DARN] written out: the same
+  estimator for every arity (the field's tau = 1.0 rows of the two are one estimator twice). At
+  tau = 2 they differ."""
+  logits = jnp.asarray(LOGITS[:n], jnp.float32)
+  g = jnp.asarray([0.4, -1.0, 0.7, 0.2][:n], jnp.float32)
+  for index in range(n):
+    key = key_with_sample(logits, index)
+    _, reinmax = vjp_at(estimators.reinmax, key, logits, g, 1.0)
+    _, zgr = vjp_at(estimators.zgr, key, logits, g, 1.0)
+    p = softmax_np(np.asarray(logits, np.float64))
+    g64, b = np.asarray(g, np.float64), float(np.dot(g, p))
+    closed_form = 0.5 * ((g64[index] - b) * np.eye(n)[index] + p * (g64 - g64[index]))
+    np.testing.assert_allclose(reinmax, closed_form, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(zgr, closed_form, rtol=1e-5, atol=1e-7)
+    _, reinmax_at_two = vjp_at(estimators.reinmax, key, logits, g, 2.0)
+    assert np.max(np.abs(reinmax_at_two - closed_form)) > 1e-2
+
+
 def test_reinmax_hand_computed_at_tau_not_one():
   # theta = [log 3, 0], tau = 2: softmax(theta / 2) = [sqrt3, 1] / (sqrt3 + 1); D = e_1, g = [0, 1].
   # pi_1 = (e_1 + softmax(theta / 2)) / 2, and 2 pi_1 (g - <g, pi_1>) = [-1, 1] 2 pi_1,0 pi_1,1
