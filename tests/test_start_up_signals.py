@@ -15,6 +15,13 @@ from tests.cli import ROOT, main_command
 from tests.test_vae_experiment import TINY
 
 
+def _as_from_a_terminal():
+  """The child starts with SIGINT at its default, as a command typed in a terminal does, also when
+  this suite itself runs under nohup or as a shell's background job: those start it ignored, and
+  start_up_signals keeps an ignored SIGINT ignored (by design), so Ctrl-C could not be tested."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def restored_sigint():
   # Python's own handler to start from, whatever an earlier test of this process left.
@@ -51,7 +58,12 @@ def test_a_sigint_inside_a_gc_callback_is_not_swallowed():
     """
   )
   result = subprocess.run(
-    [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120
+    [sys.executable, "-c", program],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    preexec_fn=_as_from_a_terminal,
   )
   assert result.stdout.split() == ["raised", "True", "True"], result.stdout + result.stderr[-2000:]
   assert "Exception ignored" not in result.stderr
@@ -72,7 +84,9 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(tmp_path, delay_s):
   command = main_command(
     "configs/vae_16ary.py", tmp_path, *TINY, "num_steps=100000", "estimator=st_gs"
   )
-  process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(
+    command, cwd=ROOT, stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_terminal
+  )
   time.sleep(delay_s)
   process.send_signal(signal.SIGINT)
   _, stderr = process.communicate(timeout=300)
@@ -96,6 +110,7 @@ def test_ctrl_c_while_a_script_loads_is_one_line_and_status_130(tmp_path, script
     cwd=ROOT,
     stderr=subprocess.PIPE,
     text=True,
+    preexec_fn=_as_from_a_terminal,
   )
   time.sleep(delay_s)
   process.send_signal(signal.SIGINT)
