@@ -1,9 +1,10 @@
 """Writes docs/leaderboard.md from the field benchmark's workdirs (no number typed by hand).
 
-Reads ``RUNS/<setting>/<estimator>`` (``scripts/field_benchmark.py``'s layout:
+Reads ``RUNS/<setting>/<run>`` (``scripts/field_benchmark.py``'s layout:
 config.json, results.json, metrics.jsonl) and, with ``--bench``, the JSON rows
 of ``scripts/bench_vae.py --out`` (ms per step). One row per estimator x model
-x dataset: loss evaluations per step (the registry's), steps, seeds, the
+x dataset (a row whose temperature is not the setting's shows it beside the
+name): loss evaluations per step (the registry's), steps, seeds, the
 training negative ELBO (the mean of the last 1 % of steps, mean and standard
 deviation over seeds), the test bound (IWAE-100, the suite's; IWAE-1000
 beside it), the inference network's gradient variance at fixed steps, ms per
@@ -69,6 +70,7 @@ def _read_run(workdir: pathlib.Path) -> dict | None:
   seeds = {m["member"]: m["seed"] for m in results["members"]}
   return {
     "config": config,
+    "estimator": config["estimator"],
     "results": results,
     "steps": results["steps"],
     "members": {
@@ -115,7 +117,7 @@ def main(argv):
     if run is not None:
       settings.setdefault(workdir.parent.name, {})[workdir.name] = run
   if not settings:
-    raise SystemExit(f"error: no finished run under {runs_dir}/<setting>/<estimator>.")
+    raise SystemExit(f"error: no finished run under {runs_dir}/<setting>/<run>.")
   try:
     variance_steps = [int(s) for s in _VARIANCE_STEPS.value]
   except ValueError:
@@ -130,8 +132,9 @@ def main(argv):
     " over 100 draws on a fixed batch.",
   ]
   for setting, runs in settings.items():
-    any_run = next(iter(runs.values()))
-    config = any_run["config"]
+    # The setting's temperature: most rows'; a row at another one is labelled with its own.
+    tau = statistics.mode(r["config"]["tau"] for r in runs.values())
+    config = next(r for r in runs.values() if r["config"]["tau"] == tau)["config"]
     model_name = MODELS.get(config["model"], config["model"])
     title = f"{model_name}, {DATASETS.get(config['dataset'], config['dataset'])}"
     extra = (config.get("extra_test_samples") or [None])[0]
@@ -146,7 +149,7 @@ def main(argv):
       f" --data_root=../shared/data --settings={setting}"
       f" --steps={max(steps)} --seeds={','.join(map(str, seeds))}`; batch {config['batch_size']},"
       f" optimizer {config['optimizer']} (lr {config['learning_rate']}, prior"
-      f" {config['prior_learning_rate']}), τ {config['tau']}.",
+      f" {config['prior_learning_rate']}), τ {tau}.",
       "",
       f"| estimator | loss evals / step | steps | seeds | train −ELBO |"
       f" test IWAE-{config['num_eval_samples']} | test IWAE-{extra} | "
@@ -154,17 +157,23 @@ def main(argv):
       + " | ms / step |",
       "|---|---|---|---|---|---|---|" + "---|" * len(variance_steps) + "---|",
     ]
-    timings = {n: bench.get((model_bench, f"B={config['batch_size']} {n}")) for n in runs}
+    timings = {
+      n: bench.get((model_bench, f"B={config['batch_size']} {r['estimator']}"))
+      for n, r in runs.items()
+    }
     for name, run in runs.items():
       members = run["members"].values()
-      evaluations = estimators.get(name).loss_evaluations
+      evaluations = estimators.get(run["estimator"]).loss_evaluations
+      label = run["estimator"]
+      if run["config"]["tau"] != tau:
+        label += f" (τ {run['config']['tau']})"
       variance_cells = []
       for step in variance_steps:
         at = run["steps"] if step < 0 else step
         variance_cells.append(_spread([m["variance"].get(at) for m in members]))
       ms = f"{timings[name][0]:.2f}" if timings[name] else "-"
       lines.append(
-        f"| {name} | {evaluations} | {run['steps']:,} | {len(members)} |"
+        f"| {label} | {evaluations} | {run['steps']:,} | {len(members)} |"
         f" {_spread([_final_neg_elbo(m, run['steps']) for m in members])} |"
         f" {_spread([m.get('test_nll') for m in members])} |"
         f" {_spread([m.get(f'test_nll_M{extra}') for m in members])} |"
@@ -208,7 +217,7 @@ def _seed_differences(a: dict, b: dict) -> list[float]:
 
 def _claims(runs: dict, timings: dict) -> list[str]:
   """The paired DisARM - RLOO-2 line, the equal-evaluation and equal-wall-time lines, and each GR
-  row against RLOO-2 and DisARM paired by seed at those budgets; ``timings``: estimator -> (ms per
+  row against RLOO-2 and DisARM paired by seed at those budgets; ``timings``: run -> (ms per
   step, device) from the bench, or None."""
   lines = []
   if "disarm" in runs and "rloo2" in runs:
@@ -225,7 +234,7 @@ def _claims(runs: dict, timings: dict) -> list[str]:
       + ", ".join(f"{_spread(v)} at {s:,}" for s, v in variance.items() if v)
       + f"; train −ELBO {_spread(elbo)}; test IWAE-100 {_spread(test)} (negative: DisARM lower).",
     ]
-  evaluations = {n: estimators.get(n).loss_evaluations for n in runs}
+  evaluations = {n: estimators.get(r["estimator"]).loss_evaluations for n, r in runs.items()}
   budget = min(r["steps"] * evaluations[n] for n, r in runs.items())
   # Each member's train -ELBO where a budget runs out: {name: {seed: value}}.
   at_budget = {
@@ -250,7 +259,7 @@ def _claims(runs: dict, timings: dict) -> list[str]:
       + ".",
     ]
   unbiased = [n for n in ("rloo2", "disarm") if n in runs]
-  gr_rows = [n for n in runs if n.startswith("gr_")] if unbiased else []
+  gr_rows = [n for n, r in runs.items() if r["estimator"].startswith("gr_")] if unbiased else []
   for name in gr_rows:
     cells = [
       f"{name} − {other} {_spread(_seed_differences(values[other], values[name]))} at {budget_name}"

@@ -121,7 +121,7 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
   if not (ROOT.parent / "shared" / "data" / "fashion_mnist").is_dir():
     pytest.skip("the block reads ../shared/data (a clone beside the project's shared/)")
   tiny = (
-    " --settings=nonlinear_fashion_mnist --estimators=disarm --seeds=0 --steps=2"
+    " --settings=nonlinear_fashion_mnist --estimators=disarm,reinmax --seeds=0 --steps=2"
     " --set=num_eval_examples=20 --set=variance_every=0 --set=checkpoint_every=2"
   )
   script = (
@@ -140,3 +140,10 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
   kept = tmp_path / "records" / "nonlinear_fashion_mnist" / "disarm"
   assert json.loads((kept / "results.json").read_text()) == results
   assert not (kept / "checkpoints").exists()
+  # ReinMax runs at its authors' temperature for this protocol, named in its workdir (at the
+  # protocol's tau = 1 it would be ZGR).
+  config = json.loads(
+    (tmp_path / "field/nonlinear_fashion_mnist/reinmax_tau1.1/config.json").read_text()
+  )
+  assert config["tau"] == 1.1 and config["estimator"] == "reinmax"
+  assert (tmp_path / "records/nonlinear_fashion_mnist/reinmax_tau1.1/results.json").is_file()

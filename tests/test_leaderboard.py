@@ -11,10 +11,12 @@ from tests.cli import ROOT
 pytestmark = pytest.mark.slow  # runs a script
 
 
-def _run(workdir, estimator_seeds):
-  """A finished population: seeds with (train curve {step: neg_elbo}, variances, test bounds)."""
+def _run(workdir, estimator_seeds, tau=1.0):
+  """A finished population: seeds with (train curve {step: neg_elbo}, variances, test bounds); the
+  estimator is the workdir's name up to a temperature suffix (field_benchmark.py's layout)."""
   workdir.mkdir(parents=True)
   config = {
+    "estimator": workdir.name.split("_tau")[0],
     "model": "bernoulli_nonlinear",
     "dataset": "fashion_mnist",
     "binarization": "dynamic",
@@ -22,7 +24,7 @@ def _run(workdir, estimator_seeds):
     "optimizer": "adam",
     "learning_rate": 1e-4,
     "prior_learning_rate": 0.01,
-    "tau": 1.0,
+    "tau": tau,
     "num_eval_samples": 100,
     "extra_test_samples": [1000],
   }
@@ -62,12 +64,18 @@ def test_the_table_and_the_paired_claims(tmp_path):
       (1, {100: 107.0, 200: 97.0}, {0: 2.0, 100: 1.0, 200: 0.7}, 98.0, 97.0),
     ],
   )
+  # A row at a temperature other than the setting's (field_benchmark.TEMPERATURES) is labelled.
+  _run(
+    runs / "reinmax_tau1.1",
+    [(0, {100: 108.0, 200: 99.0}, {}, 97.0, 96.0), (1, {100: 110.0, 200: 101.0}, {}, 99.0, 98.0)],
+    tau=1.1,
+  )
   bench = tmp_path / "bench.json"
   bench.write_text(
     json.dumps(
       [
         {"model": "bernoulli_nonlinear", "row": f"B=50 {name}", "ms": ms, "device": "cpu (cpu)"}
-        for name, ms in (("disarm", 2.0), ("rloo2", 2.0), ("gr_mc10", 4.0))
+        for name, ms in (("disarm", 2.0), ("rloo2", 2.0), ("gr_mc10", 4.0), ("reinmax", 2.0))
       ]
     )
   )
@@ -92,14 +100,22 @@ def test_the_table_and_the_paired_claims(tmp_path):
     " 1.10 ± 0.14 | 2.00 |"
   ) in text
   assert "ms / step: `scripts/bench_vae.py` on cpu (cpu)." in text
+  # The setting's temperature is most rows' (1.0); the ReinMax row names its own.
+  assert "prior 0.01), τ 1.0." in text
+  assert (
+    "| reinmax (τ 1.1) | 1 | 200 | 2 | 100.00 ± 1.41 | 98.00 ± 1.41 | 97.00 ± 1.41 | - | - | 2.00 |"
+  ) in text
   assert "| gr_mc10 | 1 | 200 | 2 | 96.00 ± 1.41 | 97.00 ± 1.41 | 96.00 ± 1.41 |" in text
   # DisARM - RLOO-2 by seed: Var at 100: -0.5, -0.5; at 200: -0.5, -0.3; train -1, -2; test -1, -2.
   assert "log10 Var -0.50 ± 0.00 at 100, -0.40 ± 0.14 at 200" in text
   assert "train −ELBO -1.50 ± 0.71; test IWAE-100 -1.50 ± 0.71" in text
   # Equal evaluations: 200 x 1 (GR-MC10) against 200 x 2: every one read at 200 evaluations, i.e.
   # DisARM and RLOO-2 at step 100, GR-MC10 at step 200.
-  assert "(200 each" in text and "disarm 111.00 ± 1.41; gr_mc10 96.00 ± 1.41; rloo2 112.00" in text
-  # Equal wall time: min(200 x 2 ms, 200 x 2 ms, 200 x 4 ms) = 0.4 s: GR-MC10 at step 100.
+  assert "(200 each" in text
+  assert (
+    "disarm 111.00 ± 1.41; gr_mc10 96.00 ± 1.41; reinmax_tau1.1 100.00 ± 1.41; rloo2 112.00"
+  ) in text
+  # Equal wall time: min(200 x 2 ms x 3, 200 x 4 ms) = 0.4 s: GR-MC10 at step 100.
   assert "equal wall time (0.40 s" in text
   assert "gr_mc10 106.00 ± 1.41" in text.split("equal wall time")[1]
   # GR-MC10 against each unbiased estimator, by seed, at both budgets. Equal evaluations: GR at
