@@ -172,7 +172,8 @@ def main(argv):
     "|---|---|---|---|---|---|---|---|",
   ]
   against = [
-    "| arity | tau | depth | estimator | test | estimator - ST-GS (paired) | below ST-GS |",
+    f"| arity | tau | depth | estimator | test | estimator - {_ESTIMATORS.value[0]} (paired) |"
+    f" below {_ESTIMATORS.value[0]} |",
     "|---|---|---|---|---|---|---|",
   ]
   variance = [

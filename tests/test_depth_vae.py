@@ -53,6 +53,8 @@ def test_one_layer_against_two_paired_by_seed_with_the_bound_ladder(tmp_path):
     for estimator in ("st_gs", "gr_mc10")
   }
   table = (out / "depth.md").read_text()
+  # The paired table's reference is the first of --estimators, named in its header.
+  assert "| estimator - st_gs (paired) | below st_gs |" in table
   for tau in (0.64, 0.25):
     one, two = results["one_layer", "st_gs"], results["two_layer", "st_gs"]
     tests = [[m[tau, s]["test_nll"] for s in (0, 1)] for m in (one, two)]
