@@ -9,9 +9,13 @@ training negative ELBO (the mean of the last 1 % of steps, mean and standard
 deviation over seeds), the test bound (IWAE-100, the suite's; IWAE-1000
 beside it), the inference network's gradient variance at fixed steps, ms per
 step. Then, per setting, paired by seed: DisARM against RLOO-2 (the suite's
-claim at equal evaluations), every estimator at equal loss evaluations and at
-equal wall time (its training curve read where the budget runs out), and each
-GR row against RLOO-2 and DisARM at both budgets.
+claim at equal evaluations, with the count of (seed, step) pairs where DisARM's
+variance is the lower), every estimator at equal loss evaluations and at equal
+wall time (its training curve read where the budget runs out), each GR row
+against RLOO-2 and DisARM at both budgets, and the test bound's differences
+seed by seed (every row against DisARM, the best row against the others, GR
+against ST-GS), so that prose about the rows cites these lines rather than
+typing their numbers.
 
   python scripts/leaderboard.py --runs=docs/runs/field \\
     --bench=docs/runs/bench_bernoulli.json --out=docs/leaderboard.md
@@ -183,6 +187,7 @@ def main(argv):
     if devices:
       lines += ["", f"ms / step: `scripts/bench_vae.py` on {', '.join(devices)}."]
     lines += _claims(runs, timings)
+    lines += _test_by_seed(runs, config["num_eval_samples"])
   lines += [
     "",
     "## The DisARM paper's own numbers",
@@ -228,11 +233,14 @@ def _claims(runs: dict, timings: dict) -> list[str]:
     }
     elbo = _paired(rloo, disarm, lambda r, m: _final_neg_elbo(m, r["steps"]))
     test = _paired(rloo, disarm, lambda r, m: m.get("test_nll"))
+    pairs = [d for v in variance.values() for d in v]
     lines += [
       "",
       "DisARM − RLOO-2 at equal evaluations (two per step), paired by seed: log10 Var "
       + ", ".join(f"{_spread(v)} at {s:,}" for s, v in variance.items() if v)
-      + f"; train −ELBO {_spread(elbo)}; test IWAE-100 {_spread(test)} (negative: DisARM lower).",
+      + f" (DisARM's lower at {sum(d < 0 for d in pairs)} of the {len(pairs)} (seed, step)"
+      f" pairs); train −ELBO {_spread(elbo)}; test IWAE-100 {_spread(test)} (negative: DisARM"
+      " lower).",
     ]
   evaluations = {n: estimators.get(r["estimator"]).loss_evaluations for n, r in runs.items()}
   budget = min(r["steps"] * evaluations[n] for n, r in runs.items())
@@ -271,6 +279,39 @@ def _claims(runs: dict, timings: dict) -> list[str]:
       f"{name} against the unbiased estimators, train −ELBO paired by seed: "
       + "; ".join(cells)
       + " (negative: GR lower).",
+    ]
+  return lines
+
+
+def _test_by_seed(runs: dict, num_samples: int) -> list[str]:
+  """The test bound's differences seed by seed, for the comparisons the status cites: every row
+  against DisARM, the row with the lowest mean against every other, each GR row against ST-GS."""
+  test = {n: {seed: m.get("test_nll") for seed, m in r["members"].items()} for n, r in runs.items()}
+  mean = {n: statistics.mean(v for v in t.values() if v is not None) for n, t in test.items()}
+  best = min(mean, key=mean.get)
+  groups = []
+  if "disarm" in runs:
+    groups.append(("against DisARM", [(n, "disarm") for n in runs if n != "disarm"]))
+  groups.append((f"the lowest ({best}) against the others", [(best, n) for n in runs if n != best]))
+  if "st_gs" in runs:
+    gr_rows = [n for n, r in runs.items() if r["estimator"].startswith("gr_")]
+    if gr_rows:
+      groups.append(("GR against ST-GS", [(n, "st_gs") for n in gr_rows]))
+  seeds = sorted({s for r in runs.values() for s in r["members"]})
+  lines = []
+  for title, pairs in groups:
+    cells = []
+    for b, a in pairs:
+      differences = _seed_differences(test[a], test[b])
+      cells.append(
+        f"{b} − {a} {', '.join(f'{d:+.2f}' for d in differences)}"
+        f" ({b} lower on {sum(d < 0 for d in differences)} of {len(differences)})"
+      )
+    lines += [
+      "",
+      f"Test IWAE-{num_samples} by seed ({', '.join(map(str, seeds))}), {title}: "
+      + "; ".join(cells)
+      + ".",
     ]
   return lines
 

@@ -64,6 +64,10 @@ def test_the_table_and_the_paired_claims(tmp_path):
       (1, {100: 107.0, 200: 97.0}, {0: 2.0, 100: 1.0, 200: 0.7}, 98.0, 97.0),
     ],
   )
+  _run(
+    runs / "st_gs",
+    [(0, {100: 106.0, 200: 96.0}, {}, 96.5, 95.5), (1, {100: 108.0, 200: 98.0}, {}, 98.5, 97.5)],
+  )
   # A row at a temperature other than the setting's (field_benchmark.TEMPERATURES) is labelled.
   _run(
     runs / "reinmax_tau1.1",
@@ -75,7 +79,13 @@ def test_the_table_and_the_paired_claims(tmp_path):
     json.dumps(
       [
         {"model": "bernoulli_nonlinear", "row": f"B=50 {name}", "ms": ms, "device": "cpu (cpu)"}
-        for name, ms in (("disarm", 2.0), ("rloo2", 2.0), ("gr_mc10", 4.0), ("reinmax", 2.0))
+        for name, ms in (
+          ("disarm", 2.0),
+          ("rloo2", 2.0),
+          ("gr_mc10", 4.0),
+          ("reinmax", 2.0),
+          ("st_gs", 4.0),
+        )
       ]
     )
   )
@@ -108,6 +118,7 @@ def test_the_table_and_the_paired_claims(tmp_path):
   assert "| gr_mc10 | 1 | 200 | 2 | 96.00 ± 1.41 | 97.00 ± 1.41 | 96.00 ± 1.41 |" in text
   # DisARM - RLOO-2 by seed: Var at 100: -0.5, -0.5; at 200: -0.5, -0.3; train -1, -2; test -1, -2.
   assert "log10 Var -0.50 ± 0.00 at 100, -0.40 ± 0.14 at 200" in text
+  assert "(DisARM's lower at 4 of the 4 (seed, step) pairs)" in text
   assert "train −ELBO -1.50 ± 0.71; test IWAE-100 -1.50 ± 0.71" in text
   # Equal evaluations: 200 x 1 (GR-MC10) against 200 x 2: every one read at 200 evaluations, i.e.
   # DisARM and RLOO-2 at step 100, GR-MC10 at step 200.
@@ -128,4 +139,17 @@ def test_the_table_and_the_paired_claims(tmp_path):
     " gr_mc10 − disarm -15.00 ± 0.00 at equal loss evaluations;"
     " gr_mc10 − disarm 5.00 ± 0.00 at equal wall time (negative: GR lower)."
   ) in text
+  # Test bounds by seed: disarm 99, 101; gr_mc10 96, 98 (the lowest mean); reinmax 97, 99;
+  # rloo2 100, 103; st_gs 96.5, 98.5.
+  assert (
+    "Test IWAE-100 by seed (0, 1), against DisARM: gr_mc10 − disarm -3.00, -3.00 (gr_mc10 lower"
+    " on 2 of 2); reinmax_tau1.1 − disarm -2.00, -2.00 (reinmax_tau1.1 lower on 2 of 2);"
+    " rloo2 − disarm +1.00, +2.00 (rloo2 lower on 0 of 2); st_gs − disarm -2.50, -2.50"
+  ) in text
+  assert (
+    "the lowest (gr_mc10) against the others: gr_mc10 − disarm -3.00, -3.00 (gr_mc10 lower on 2"
+    " of 2); gr_mc10 − reinmax_tau1.1 -1.00, -1.00 (gr_mc10 lower on 2 of 2); gr_mc10 − rloo2"
+    " -4.00, -5.00 (gr_mc10 lower on 2 of 2); gr_mc10 − st_gs -0.50, -0.50"
+  ) in text
+  assert "GR against ST-GS: gr_mc10 − st_gs -0.50, -0.50 (gr_mc10 lower on 2 of 2)." in text
   assert "Nothing of theirs is typed in by hand" in text
