@@ -42,6 +42,10 @@ def test_wheel_holds_only_gr_jax(tmp_path):
     name.endswith(".dist-info/licenses/LICENSE") or name.endswith(".dist-info/LICENSE")
     for name in names
   ), names
+  # The license as an SPDX expression (PEP 639), not the table form setuptools is retiring.
+  (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+  metadata_lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+  assert "License-Expression: Apache-2.0" in metadata_lines
   # The wheel's library imports on its own (from the wheel, not the clone).
   code = "import gr_jax, gr_jax.estimators as e; print(e.get('gr_mc10').name, gr_jax.__file__)"
   out = subprocess.run(
