@@ -38,10 +38,7 @@ def test_wheel_holds_only_gr_jax(tmp_path):
     wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
   }
   assert "gr_jax/py.typed" in names and "gr_jax/estimators/__init__.py" in names
-  assert any(
-    name.endswith(".dist-info/licenses/LICENSE") or name.endswith(".dist-info/LICENSE")
-    for name in names
-  ), names
+  assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), names
   # The license as an SPDX expression (PEP 639), not the table form setuptools is retiring.
   (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
   metadata_lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
