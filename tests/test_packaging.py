@@ -32,7 +32,8 @@ def test_wheel_holds_only_gr_jax(tmp_path):
     cwd=tmp_path,
   )
   (wheel,) = tmp_path.glob("gr_jax-*.whl")
-  names = zipfile.ZipFile(wheel).namelist()
+  archive = zipfile.ZipFile(wheel)
+  names = archive.namelist()
   assert {name.split("/")[0] for name in names} == {
     "gr_jax",
     wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
@@ -41,7 +42,7 @@ def test_wheel_holds_only_gr_jax(tmp_path):
   assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), names
   # The license as an SPDX expression (PEP 639), not the table form setuptools is retiring.
   (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
-  metadata_lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+  metadata_lines = archive.read(metadata).decode().splitlines()
   assert "License-Expression: Apache-2.0" in metadata_lines
   # The wheel's library imports on its own (from the wheel, not the clone).
   code = "import gr_jax, gr_jax.estimators as e; print(e.get('gr_mc10').name, gr_jax.__file__)"
