@@ -38,7 +38,9 @@ _RECORDS = flags.DEFINE_string(
   "records",
   "",
   "A tracked directory (e.g. docs/runs/depth) that keeps each finished run's records as it"
-  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone.",
+  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone; a run"
+  " whose records hold a finished results.json and whose workdir is empty is read from them"
+  " (copied into --out), not retrained.",
 )
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "The binarized MNIST directory (config.data_dir).")
 _ARITIES = flags.DEFINE_list("arities", ["16", "2"], "Arities (2, 4, 8, 16).")
@@ -128,7 +130,15 @@ def _ladder(workdir: pathlib.Path, members: dict) -> None:
 
   compiled = {}  # one compilation per rung for the population's members (they share the model)
   for member in members.values():
-    config, state, task, data, _ = load_trained(workdir, member["member"], data_dir=_DATA_DIR.value)
+    try:
+      config, state, task, data, _ = load_trained(
+        workdir, member["member"], data_dir=_DATA_DIR.value
+      )
+    except FileNotFoundError as e:  # e.g. a population read from its records: no checkpoint
+      raise SystemExit(
+        f"error: --ladder needs {workdir}'s trained checkpoints: {e} Delete {workdir} to train"
+        " it again, or run without --ladder."
+      ) from None
     test = jnp.asarray(
       eval_subset(data["test"], config.num_eval_examples, config.seed), jnp.float32
     )
@@ -159,9 +169,12 @@ def main(argv):
       for depth, config in DEPTHS.items():
         workdir = out / f"{arity}ary" / depth / estimator
         if _RUN.value:
-          launch.train(config.format(arity=arity), workdir, _overrides(estimator))
-          if _RECORDS.value:
-            launch.keep_records(workdir, pathlib.Path(_RECORDS.value) / workdir.relative_to(out))
+          records = (
+            pathlib.Path(_RECORDS.value) / workdir.relative_to(out) if _RECORDS.value else None
+          )
+          launch.train(config.format(arity=arity), workdir, _overrides(estimator), records)
+          if records:
+            launch.keep_records(workdir, records)
         runs[arity, depth, estimator] = _members(workdir)
         if _LADDER.value and runs[arity, depth, estimator]:
           _ladder(workdir, runs[arity, depth, estimator])

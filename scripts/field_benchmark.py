@@ -55,7 +55,9 @@ _RECORDS = flags.DEFINE_string(
   "records",
   "",
   "A tracked directory (e.g. docs/runs/field) that keeps each finished run's records as it"
-  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone.",
+  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone; a run"
+  " whose records hold a finished results.json and whose workdir is empty is read from them"
+  " (copied into --out), not retrained.",
 )
 _DATA_ROOT = flags.DEFINE_string(
   "data_root", "", "A directory holding fashion_mnist/ and binarized_mnist/ (as $GR_JAX_DATA)."
@@ -90,9 +92,10 @@ def main(argv):
       overrides += _SET.value
       if _DATA_ROOT.value:
         overrides.append(f"data_dir={pathlib.Path(_DATA_ROOT.value) / dataset}")
-      launch.train(config, out / setting / name, overrides)
-      if _RECORDS.value:
-        launch.keep_records(out / setting / name, pathlib.Path(_RECORDS.value) / setting / name)
+      records = pathlib.Path(_RECORDS.value) / setting / name if _RECORDS.value else None
+      launch.train(config, out / setting / name, overrides, records)
+      if records:
+        launch.keep_records(out / setting / name, records)
 
 
 if __name__ == "__main__":

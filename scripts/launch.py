@@ -16,17 +16,26 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
+def train(
+  config: str, workdir: pathlib.Path, overrides: list[str], records: pathlib.Path | None = None
+) -> None:
   """Trains, resumes or extends (num_steps grown) the run in ``workdir``; its output goes to
   log.txt.
 
   A run that already finished with this config is not redone: experiments.main
-  only reads its results. SIGINT / SIGTERM received meanwhile (in the main
+  only reads its results. Neither is one whose ``records`` (the directory
+  keep_records fills for it) hold a finished results.json while ``workdir``
+  holds no run: the records are copied into ``workdir`` first, so a fresh
+  clone reads the kept populations instead of retraining them, and
+  experiments.main checks that they were trained with this config (and
+  retrains, from step 0, one that must run longer: records hold no
+  checkpoint). SIGINT / SIGTERM received meanwhile (in the main
   thread) are passed on to the run, which saves a checkpoint and stops, and
   waited for: no run is left behind as an orphan. A run that fails or is
   stopped ends this program with one line: the run's own last line.
   """
   workdir.mkdir(parents=True, exist_ok=True)
+  restored = records is not None and _restore_records(records, workdir)
   start = time.perf_counter()
   print(f"{workdir}: training (progress in {workdir / 'log.txt'}) ...", flush=True)
   # -P: the working directory is not put first on sys.path, so the run imports
@@ -55,6 +64,12 @@ def train(config: str, workdir: pathlib.Path, overrides: list[str]) -> None:
     raise SystemExit(
       f"error: the run in {workdir} stopped (exit {code}): {lines[-1] if lines else 'no output'}"
       f" (its log: {workdir / 'log.txt'})"
+      + (
+        f"; its config.json and results.json were copied from {records}: to train this config"
+        f" instead, delete {workdir} and give another --records"
+        if restored
+        else ""
+      )
     )
   print(
     f"{workdir}: done in {formatting.duration(time.perf_counter() - start)};"
@@ -81,6 +96,20 @@ def _results_line(workdir: pathlib.Path) -> str:
 
 # What the table scripts read of a run; scripts/keep_records.py says why they are kept.
 RECORDS = ("config.json", "results.json", "metrics.jsonl", "summary.md")
+
+
+def _restore_records(records: pathlib.Path, workdir: pathlib.Path) -> bool:
+  """Copies a finished run's kept records into ``workdir`` when it holds nothing of a run yet;
+  returns whether it did."""
+  if not (records / "results.json").is_file() or records.resolve() == workdir.resolve():
+    return False
+  if any((workdir / name).exists() for name in (*RECORDS, "checkpoints")):
+    return False  # the workdir's own run (finished, or to resume) comes first
+  for name in RECORDS:
+    if (records / name).is_file():
+      shutil.copyfile(records / name, workdir / name)
+  print(f"{workdir}: a finished run's records copied from {records}", flush=True)
+  return True
 
 
 def keep_records(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
