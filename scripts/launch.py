@@ -105,9 +105,7 @@ def _restore_records(records: pathlib.Path, workdir: pathlib.Path) -> bool:
     return False
   if any((workdir / name).exists() for name in (*RECORDS, "checkpoints")):
     return False  # the workdir's own run (finished, or to resume) comes first
-  for name in RECORDS:
-    if (records / name).is_file():
-      shutil.copyfile(records / name, workdir / name)
+  _copy_records(records, workdir)
   print(f"{workdir}: a finished run's records copied from {records}", flush=True)
   return True
 
@@ -123,8 +121,12 @@ def keep_records(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
     if target.resolve() == workdir.resolve():  # --records naming the runs themselves
       continue
     target.mkdir(parents=True, exist_ok=True)
-    for name in RECORDS:
-      if (workdir / name).is_file():
-        shutil.copyfile(workdir / name, target / name)
+    _copy_records(workdir, target)
     kept.append(workdir)
   return kept
+
+
+def _copy_records(source: pathlib.Path, target: pathlib.Path) -> None:
+  for name in RECORDS:
+    if (source / name).is_file():
+      shutil.copyfile(source / name, target / name)

@@ -13,6 +13,9 @@ import launch  # noqa: E402
 
 pytestmark = pytest.mark.slow  # trains a tiny run through the CLI
 
+TINY = ["dataset=synthetic", "encoder_widths=(8,)", "decoder_widths=(8,)", "num_steps=2"]
+TINY += ["num_eval_samples=5", "eval_batch_size=25", "iwae_chunk_size=5"]
+
 
 def test_a_run_uses_this_clones_code_from_inside_another_checkout(tmp_path, monkeypatch):
   """`python -m` puts the working directory first on sys.path: started from another checkout,
@@ -23,14 +26,8 @@ def test_a_run_uses_this_clones_code_from_inside_another_checkout(tmp_path, monk
   (other / "experiments" / "main.py").write_text('raise SystemExit("the other checkout ran")\n')
   monkeypatch.chdir(other)
   workdir = tmp_path / "run"
-  overrides = ["dataset=synthetic", "encoder_widths=(8,)", "decoder_widths=(8,)", "num_steps=2"]
-  overrides += ["num_eval_samples=5", "eval_batch_size=25", "iwae_chunk_size=5"]
-  launch.train(str(ROOT / "configs" / "vae_16ary.py"), workdir, overrides)
+  launch.train(str(ROOT / "configs" / "vae_16ary.py"), workdir, TINY)
   assert json.loads((workdir / "results.json").read_text())["members"]
-
-
-TINY = ["dataset=synthetic", "encoder_widths=(8,)", "decoder_widths=(8,)", "num_steps=2"]
-TINY += ["num_eval_samples=5", "eval_batch_size=25", "iwae_chunk_size=5"]
 
 
 def test_a_run_whose_records_are_kept_is_read_from_them_not_retrained(tmp_path, capsys):
