@@ -37,13 +37,16 @@ def test_a_run_whose_records_are_kept_is_read_from_them_not_retrained(tmp_path, 
   trained, records = tmp_path / "trained", tmp_path / "records"
   launch.train(config, trained, TINY)
   launch.keep_records(trained, records)
+  capsys.readouterr()  # the training run's lines
 
   fresh = tmp_path / "fresh_clone_run"
   launch.train(config, fresh, TINY, records)
   assert (fresh / "results.json").read_text() == (records / "results.json").read_text()
   assert not (fresh / "checkpoints").exists()  # nothing trained
   assert "is finished (2 steps)" in (fresh / "log.txt").read_text()
-  assert f"records copied from {records}" in capsys.readouterr().out
+  printed = capsys.readouterr().out
+  assert f"records copied from {records}" in printed
+  assert f"{fresh}: reading the copied run" in printed and ": training (" not in printed
 
   # Records of another config are not taken for this one's: the run says which field differs,
   # and the error says where the copied files came from.
