@@ -17,7 +17,10 @@ Each population is ``python -m experiments.main`` in
 ``OUT/<setting>/<estimator>`` (log in ``log.txt``): finished ones are read,
 interrupted ones resume, so the command can be rerun until it completes, and
 a finished one continues from its last checkpoint when ``--set=num_steps=``
-grows (evaluation fields such as ``num_eval_samples`` may change too).
+grows (evaluation fields such as ``num_eval_samples`` may change too). With
+``--records=DIR`` each finished population's records (config, results,
+metrics, summary; no checkpoints) are kept in ``DIR`` in the same layout, and
+a fresh clone reads a kept population from them instead of retraining it.
 ``OUT/table<N>.md`` (and ``.json``; ``--name`` renames them) lists, per cell, the paper's number and
 ours, the selected hyperparameters, the device, the wall time and every
 departure from the paper's protocol (``--set`` overrides, fewer seeds, draws
@@ -51,6 +54,13 @@ _TABLE = flags.DEFINE_enum(
 )
 _OUT = flags.DEFINE_string(
   "out", None, "Directory for the populations and the table.", required=True
+)
+_RECORDS = flags.DEFINE_string(
+  "records",
+  "",
+  "A tracked directory (e.g. docs/runs/table2_binary) that keeps each finished population's"
+  " records as it finishes (scripts/keep_records.py); a population whose records hold a finished"
+  " results.json and whose workdir is empty is read from them (copied into --out), not retrained.",
 )
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "config.data_dir for every run.")
 _ESTIMATORS = flags.DEFINE_list("estimators", None, "Estimators (default: the paper's rows).")
@@ -195,20 +205,27 @@ flag_checks.at_least(_SEEDS_PER_DRAW, 1)
 
 
 def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | None:
-  """The population's results.json, training it first (or resuming it) when --run."""
+  """The population's results.json, training it first (or resuming it, or reading it from
+  --records) when --run, and keeping its records when it finishes."""
   results = workdir / "results.json"
   if _RUN.value:
-    launch.train(config, workdir, overrides)
+    records = (
+      pathlib.Path(_RECORDS.value) / workdir.relative_to(_OUT.value) if _RECORDS.value else None
+    )
+    launch.train(config, workdir, overrides, records)
+    if records:
+      launch.keep_records(workdir, records)
   return json.loads(results.read_text()) if results.exists() else None
 
 
 def wall_seconds(log: pathlib.Path) -> float | None:
   """Training + evaluation wall time from log.txt: each process's span, from its start (or resume)
   line to its results line or its last line, summed (a process that only read finished results adds
-  nothing)."""
+  nothing). None when no process of this log trained or evaluated: a population read from its
+  kept records (--records) has its wall time where it was trained."""
   if not log.exists():
     return None
-  total, first, last = 0.0, None, None
+  total, first, last, spans = 0.0, None, None, 0
   for line in log.read_text().splitlines():
     match = _TIMESTAMP.match(line)
     if not match:
@@ -217,7 +234,7 @@ def wall_seconds(log: pathlib.Path) -> float | None:
     if "starting a new run" in line or "resumed from the checkpoint" in line:
       if first is not None:
         total += (last - first).total_seconds()
-      first = moment
+      first, spans = moment, spans + 1
     if first is not None:
       last = moment
       if "] results: " in line:
@@ -225,7 +242,7 @@ def wall_seconds(log: pathlib.Path) -> float | None:
         first = None
   if first is not None:
     total += (last - first).total_seconds()
-  return total
+  return total if spans else None
 
 
 def _samples(row: dict) -> str:

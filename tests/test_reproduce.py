@@ -71,10 +71,11 @@ def test_table1_selects_the_learning_rate_on_mean_validation_and_reports_seeds(t
 
 
 def test_table2_with_seeds_per_draw_reports_the_selected_draws_spread(tmp_path):
-  _script(
+  records = tmp_path / "records"
+  command = [
     "reproduce.py",
     "--table=2",
-    f"--out={tmp_path}",
+    f"--records={records}",
     "--arities=16",
     "--batch_sizes=20",
     "--estimators=st_gs",
@@ -87,7 +88,8 @@ def test_table2_with_seeds_per_draw_reports_the_selected_draws_spread(tmp_path):
     "--set=eval_every=0",
     "--set=variance_every=0",
     "--set=num_eval_samples=4",
-  )
+  ]
+  _script(*command, f"--out={tmp_path}")
   results = json.loads((tmp_path / "16ary_B20" / "st_gs" / "results.json").read_text())
   assert [(m["draw"], m["member"]) for m in results["members"]] == [(0, 0), (0, 1), (1, 2), (1, 3)]
   draw = results["selected_draw"]
@@ -99,6 +101,16 @@ def test_table2_with_seeds_per_draw_reports_the_selected_draws_spread(tmp_path):
   assert "2 seeds per draw (4 members; the best member selected)" in row["departures"]
   cell = f"(its draw: {draw['test_nll']:.1f} ± {draw['test_nll_sd']:.1f} over 2 seeds)"
   assert cell in (tmp_path / "table2.md").read_text()
+  assert row["wall_seconds"] > 0
+
+  # A fresh clone (another --out, the same --records) reads the kept population, trains nothing,
+  # and has no wall time of its own to report.
+  fresh = tmp_path / "fresh_clone"
+  _script(*command, f"--out={fresh}")
+  assert not (fresh / "16ary_B20" / "st_gs" / "checkpoints").exists()
+  again = json.loads((fresh / "table2.json").read_text())[0]
+  assert again["test_nll"] == row["test_nll"] and again["wall_seconds"] is None
+  assert cell in (fresh / "table2.md").read_text()
 
 
 def test_wall_time_sums_the_processes_that_trained(tmp_path):
@@ -116,6 +128,9 @@ def test_wall_time_sums_the_processes_that_trained(tmp_path):
     "I1126 09:30:00.000000 5 common.py:1] the run in x is finished (30 steps)\n"
   )
   assert reproduce.wall_seconds(log) == pytest.approx(45.5)
+  # Only read (a population copied from its kept records): no wall time measured here.
+  log.write_text("I1126 08:00:00.000000 3 common.py:1] the run in x is finished (20 steps)\n")
+  assert reproduce.wall_seconds(log) is None
 
 
 def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):
