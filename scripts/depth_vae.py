@@ -34,14 +34,7 @@ import launch
 from absl import app, flags
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the tables.", required=True)
-_RECORDS = flags.DEFINE_string(
-  "records",
-  "",
-  "A tracked directory (e.g. docs/runs/depth) that keeps each finished run's records as it"
-  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone; a run"
-  " whose records hold a finished results.json and whose workdir is empty is read from them"
-  " (copied into --out), not retrained.",
-)
+_RECORDS = launch.define_records_flag("docs/runs/depth")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "The binarized MNIST directory (config.data_dir).")
 _ARITIES = flags.DEFINE_list("arities", ["16", "2"], "Arities (2, 4, 8, 16).")
 _ESTIMATORS = flags.DEFINE_list(
@@ -169,12 +162,8 @@ def main(argv):
       for depth, config in DEPTHS.items():
         workdir = out / f"{arity}ary" / depth / estimator
         if _RUN.value:
-          records = (
-            pathlib.Path(_RECORDS.value) / workdir.relative_to(out) if _RECORDS.value else None
-          )
+          records = launch.records_for(_RECORDS.value, out, workdir)
           launch.train(config.format(arity=arity), workdir, _overrides(estimator), records)
-          if records:
-            launch.keep_records(workdir, records)
         runs[arity, depth, estimator] = _members(workdir)
         if _LADDER.value and runs[arity, depth, estimator]:
           _ladder(workdir, runs[arity, depth, estimator])

@@ -51,14 +51,7 @@ ESTIMATORS = [
 TEMPERATURES = {"reinmax": 1.1}
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs.", required=True)
-_RECORDS = flags.DEFINE_string(
-  "records",
-  "",
-  "A tracked directory (e.g. docs/runs/field) that keeps each finished run's records as it"
-  " finishes (scripts/keep_records.py), so that the tables regenerate on any clone; a run"
-  " whose records hold a finished results.json and whose workdir is empty is read from them"
-  " (copied into --out), not retrained.",
-)
+_RECORDS = launch.define_records_flag("docs/runs/field")
 _DATA_ROOT = flags.DEFINE_string(
   "data_root", "", "A directory holding fashion_mnist/ and binarized_mnist/ (as $GR_JAX_DATA)."
 )
@@ -92,10 +85,8 @@ def main(argv):
       overrides += _SET.value
       if _DATA_ROOT.value:
         overrides.append(f"data_dir={pathlib.Path(_DATA_ROOT.value) / dataset}")
-      records = pathlib.Path(_RECORDS.value) / setting / name if _RECORDS.value else None
-      launch.train(config, out / setting / name, overrides, records)
-      if records:
-        launch.keep_records(out / setting / name, records)
+      workdir = out / setting / name
+      launch.train(config, workdir, overrides, launch.records_for(_RECORDS.value, out, workdir))
 
 
 if __name__ == "__main__":

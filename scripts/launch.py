@@ -11,6 +11,7 @@ import threading
 import time
 
 import formatting
+from absl import flags
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -20,7 +21,7 @@ def train(
   config: str, workdir: pathlib.Path, overrides: list[str], records: pathlib.Path | None = None
 ) -> None:
   """Trains, resumes or extends (num_steps grown) the run in ``workdir``; its output goes to
-  log.txt.
+  log.txt. With ``records`` (a directory), the finished run's records are kept there.
 
   A run that already finished with this config is not redone: experiments.main
   only reads its results. Neither is one whose ``records`` (the directory
@@ -77,6 +78,25 @@ def train(
     f" {_results_line(workdir)}",
     flush=True,
   )
+  if records is not None:
+    keep_records(workdir, records)
+
+
+def define_records_flag(example: str) -> flags.FlagHolder:
+  """The drivers' ``--records`` flag; ``example`` names the tracked directory a driver uses."""
+  return flags.DEFINE_string(
+    "records",
+    "",
+    f"A tracked directory (e.g. {example}) that keeps each finished run's records as it finishes"
+    " (scripts/keep_records.py), so that the tables regenerate on any clone; a run whose records"
+    " hold a finished results.json and whose workdir is empty is read from them (copied into"
+    " --out), not retrained.",
+  )
+
+
+def records_for(records: str, out: pathlib.Path, workdir: pathlib.Path) -> pathlib.Path | None:
+  """Where ``--records=records`` keeps the run in ``workdir``: at its place below ``out``."""
+  return pathlib.Path(records) / workdir.relative_to(out) if records else None
 
 
 # The selected member's numbers that a progress line shows, when results.json has them.

@@ -55,13 +55,7 @@ _TABLE = flags.DEFINE_enum(
 _OUT = flags.DEFINE_string(
   "out", None, "Directory for the populations and the table.", required=True
 )
-_RECORDS = flags.DEFINE_string(
-  "records",
-  "",
-  "A tracked directory (e.g. docs/runs/table2_binary) that keeps each finished population's"
-  " records as it finishes (scripts/keep_records.py); a population whose records hold a finished"
-  " results.json and whose workdir is empty is read from them (copied into --out), not retrained.",
-)
+_RECORDS = launch.define_records_flag("docs/runs/table2_binary")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "config.data_dir for every run.")
 _ESTIMATORS = flags.DEFINE_list("estimators", None, "Estimators (default: the paper's rows).")
 _SET = flags.DEFINE_multi_string(
@@ -209,12 +203,12 @@ def _run(config: str, workdir: pathlib.Path, overrides: list[str]) -> dict | Non
   --records) when --run, and keeping its records when it finishes."""
   results = workdir / "results.json"
   if _RUN.value:
-    records = (
-      pathlib.Path(_RECORDS.value) / workdir.relative_to(_OUT.value) if _RECORDS.value else None
+    launch.train(
+      config,
+      workdir,
+      overrides,
+      launch.records_for(_RECORDS.value, pathlib.Path(_OUT.value), workdir),
     )
-    launch.train(config, workdir, overrides, records)
-    if records:
-      launch.keep_records(workdir, records)
   return json.loads(results.read_text()) if results.exists() else None
 
 

@@ -35,8 +35,8 @@ def test_a_run_whose_records_are_kept_is_read_from_them_not_retrained(tmp_path, 
   kept population, not spend hours retraining it."""
   config = str(ROOT / "configs" / "vae_16ary.py")
   trained, records = tmp_path / "trained", tmp_path / "records"
-  launch.train(config, trained, TINY)
-  launch.keep_records(trained, records)
+  launch.train(config, trained, TINY, records)  # trains, then keeps its records
+  assert sorted(p.name for p in records.iterdir()) == sorted(launch.RECORDS)
   capsys.readouterr()  # the training run's lines
 
   fresh = tmp_path / "fresh_clone_run"
