@@ -38,7 +38,7 @@ def train(
   workdir.mkdir(parents=True, exist_ok=True)
   restored = records is not None and _restore_records(records, workdir)
   start = time.perf_counter()
-  action = "reading the copied run" if restored else "training"
+  action = "checking the copied run" if restored else "training"
   print(f"{workdir}: {action} (progress in {workdir / 'log.txt'}) ...", flush=True)
   # -P: the working directory is not put first on sys.path, so the run imports
   # this clone's gr_jax/, experiments/ and configs/ (PYTHONPATH below) even when

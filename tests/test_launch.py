@@ -46,7 +46,7 @@ def test_a_run_whose_records_are_kept_is_read_from_them_not_retrained(tmp_path, 
   assert "is finished (2 steps)" in (fresh / "log.txt").read_text()
   printed = capsys.readouterr().out
   assert f"records copied from {records}" in printed
-  assert f"{fresh}: reading the copied run" in printed and ": training (" not in printed
+  assert f"{fresh}: checking the copied run" in printed and ": training (" not in printed
 
   # Records of another config are not taken for this one's: the run says which field differs,
   # and the error says where the copied files came from.
