@@ -36,6 +36,10 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.center_inputs = "running_average"
   config.centering_decay = 0.9
   config.prior = "learned"  # learned prior logits (zero init, section 5.1) or "uniform"
+  # The training bound's KL term (gr_jax.models.vae.kl_term): "sampled" (log q(D|x) - log p(D) at
+  # the sample, its direct gradient included), "pathwise" (that direct part left out) or
+  # "analytic" (the exact KL; one-layer models and single-evaluation estimators only).
+  config.kl_estimate = "sampled"
   # Estimator: a name accepted by gr_jax.estimators.get.
   config.estimator = "gr_mc100"
   config.tau = 0.5

@@ -199,6 +199,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, config, estimator):
     ("selection_eval_samples=-1", "config.selection_eval_samples"),
     ("model=concrete_3_layers", "config.model"),
     ("dataset=mnist_typo", "config.dataset"),
+    ("kl_estimate=exact", "config.kl_estimate"),
   ],
 )
 def test_bad_config_values_name_the_field(tmp_path, override, field):

@@ -1,4 +1,4 @@
-"""Tests of gr_jax.models.vae: shapes, the hypercube embedding, the IWAE bound."""
+"""Tests of gr_jax.models.vae: shapes, the hypercube embedding, the KL term, the IWAE bound."""
 
 import math
 
@@ -39,6 +39,80 @@ def test_hypercube_corners_are_distinct_corners():
 def test_arity_must_be_power_of_two(arity):
   with pytest.raises(ValueError, match="arity must be a power of two"):
     vae.DiscreteVAE(4, arity, rngs=nnx.Rngs(0))
+
+
+# Two variables of arity 3: the 9 joint samples are enumerated exactly.
+_LOGITS = jnp.array([[[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]]])
+_LOG_PRIOR = jax.nn.log_softmax(jnp.array([[0.2, 0.0, -0.5], [-1.0, 0.4, 0.3]]), axis=-1)
+_SAMPLES = [
+  jnp.stack([jax.nn.one_hot(a, 3), jax.nn.one_hot(b, 3)])[None] for a in range(3) for b in range(3)
+]
+
+
+def _q_of(sample):
+  return float(jnp.prod(jnp.sum(sample * jax.nn.softmax(_LOGITS, axis=-1), axis=-1)))
+
+
+def test_analytic_kl_is_the_closed_form_and_the_expected_sampled_kl():
+  q = np.asarray(jax.nn.softmax(_LOGITS, axis=-1), np.float64)
+  p = np.exp(np.asarray(_LOG_PRIOR, np.float64))
+  closed_form = np.sum(q * np.log(q / p))
+  analytic = vae.kl_term(_LOG_PRIOR, _LOGITS, _SAMPLES[0], "analytic")
+  np.testing.assert_allclose(analytic, [closed_form], rtol=1e-5)
+  expected_sampled = sum(
+    _q_of(d) * vae.kl_term(_LOG_PRIOR, _LOGITS, d, "sampled") for d in _SAMPLES
+  )
+  np.testing.assert_allclose(expected_sampled, [closed_form], rtol=1e-5)
+  for d in _SAMPLES:  # "pathwise" is "sampled"'s value
+    np.testing.assert_array_equal(
+      vae.kl_term(_LOG_PRIOR, _LOGITS, d, "pathwise"),
+      vae.kl_term(_LOG_PRIOR, _LOGITS, d, "sampled"),
+    )
+
+
+def test_the_kl_terms_gradients():
+  """With the sample held fixed, "sampled"'s logit gradient is the direct term d - q (whose
+  expectation over exact samples is 0), "pathwise"'s is 0; through the sample both are
+  log q - log p. "analytic"'s logit gradient is the closed form q (log q - log p - KL_j) and
+  the gradient of the enumerated expectation sum_D q(D) (log q(D) - log p(D)); the prior's
+  gradient is the same for all three in expectation."""
+  q = jax.nn.softmax(_LOGITS, axis=-1)
+  grad = lambda estimate, argnums, d: jax.grad(
+    lambda lp, lg, s: jnp.sum(vae.kl_term(lp, lg, s, estimate)), argnums
+  )(_LOG_PRIOR, _LOGITS, d)
+  direct = []
+  for d in _SAMPLES:
+    np.testing.assert_allclose(grad("sampled", 1, d), d - q, atol=1e-6)
+    np.testing.assert_array_equal(grad("pathwise", 1, d), jnp.zeros_like(q))
+    through_sample = jnp.log(q) - _LOG_PRIOR
+    np.testing.assert_allclose(grad("sampled", 2, d), through_sample, atol=1e-6)
+    np.testing.assert_allclose(grad("pathwise", 2, d), through_sample, atol=1e-6)
+    np.testing.assert_array_equal(grad("pathwise", 0, d), grad("sampled", 0, d))
+    direct.append(_q_of(d) * grad("sampled", 1, d))
+  np.testing.assert_allclose(sum(direct), jnp.zeros_like(q), atol=1e-6)
+  kl_per_variable = jnp.sum(q * (jnp.log(q) - _LOG_PRIOR), axis=-1, keepdims=True)
+  np.testing.assert_allclose(
+    grad("analytic", 1, _SAMPLES[0]), q * (jnp.log(q) - _LOG_PRIOR - kl_per_variable), atol=1e-6
+  )
+  enumerated = jax.grad(
+    lambda lg: sum(
+      jnp.prod(jnp.sum(d * jax.nn.softmax(lg, axis=-1), axis=-1))
+      * jnp.sum(vae.kl_term(_LOG_PRIOR, lg, d, "sampled"))
+      for d in _SAMPLES
+    )
+  )(_LOGITS)
+  np.testing.assert_allclose(grad("analytic", 1, _SAMPLES[0]), enumerated, atol=1e-6)
+  expected_prior_grad = sum(_q_of(d) * grad("sampled", 0, d) for d in _SAMPLES)
+  np.testing.assert_allclose(grad("analytic", 0, _SAMPLES[0]), expected_prior_grad, atol=1e-6)
+
+
+def test_an_unknown_kl_estimate_is_refused_naming_the_field():
+  with pytest.raises(
+    ValueError, match=r"kl_estimate must be one of \['analytic', 'pathwise', 'sampled'\]"
+  ):
+    vae.DiscreteVAE(4, 2, kl_estimate="exact", rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match="kl_estimate must be one of"):
+    vae.kl_term(_LOG_PRIOR, _LOGITS, _SAMPLES[0], "exact")
 
 
 class _FixedPosterior(vae.DiscreteVAE):

@@ -47,6 +47,14 @@ def validate(config: ConfigDict) -> estimators.Estimator:
       f" {config.model!r} has two: use a single-evaluation estimator"
       f" ({', '.join(estimators.name_patterns(multi_sample=False))})."
     )
+  if estimator.multi_sample:
+    config_checks.require(
+      config.kl_estimate == "sampled",
+      "kl_estimate",
+      f"'sampled' with the multi-sample estimator {config.estimator!r} (its surrogate already"
+      " leaves the KL's direct gradient out)",
+      config.kl_estimate,
+    )
   config_checks.require_int(config, "num_steps", minimum=0)
   data.check(config)
   config_checks.require(

@@ -33,6 +33,7 @@ class Model:
     centerings: the ``center_inputs`` values it supports.
     multi_sample: whether the multi-sample estimators (RLOO, DisARM) train it
       (they sample one stochastic layer).
+    kl_estimates: the ``kl_estimate`` values it supports.
   """
 
   build: Callable[[ConfigDict, nnx.Rngs], nnx.Module]
@@ -41,6 +42,7 @@ class Model:
   required: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   centerings: tuple[str, ...] = CENTERINGS
   multi_sample: bool = True
+  kl_estimates: tuple[str, ...] = vae.KL_ESTIMATES
 
 
 def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
@@ -52,6 +54,7 @@ def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
     activation=config.activation,
     kernel_init=config.kernel_init,
     prior=config.prior,
+    kl_estimate=config.kl_estimate,
     rngs=rngs,
   )
 
@@ -79,6 +82,7 @@ def _bernoulli(config: ConfigDict, rngs: nnx.Rngs) -> vae.BernoulliVAE:
     activation=config.activation,
     kernel_init=config.kernel_init,
     prior=config.prior,
+    kl_estimate=config.kl_estimate,
     rngs=rngs,
   )
 
@@ -122,6 +126,9 @@ MODELS = {
     fields=("upper_encoder_widths", "upper_decoder_widths"),
     centerings=("running_average", "none"),
     multi_sample=False,
+    # Its cascade's log q(h2 | h1) also carries h1's pathwise gradient, and p(h1 | h2) has no
+    # closed-form expectation over h2: only the sampled bound.
+    kl_estimates=("sampled",),
   ),
   "bernoulli_linear": Model(
     _bernoulli,
@@ -149,6 +156,7 @@ ADDED_FIELDS = {
   "binarization": ("fixed",),
   "optimizer": ("sgd_momentum",),
   "prior_learning_rate": (0.01,),  # read by optimizer="adam" only
+  "kl_estimate": ("sampled",),
 }
 
 
@@ -186,6 +194,12 @@ def check(config: ConfigDict) -> Model:
     "center_inputs",
     f"one of {entry.centerings} with model {config.model!r}",
     config.center_inputs,
+  )
+  config_checks.require(
+    config.kl_estimate in entry.kl_estimates,
+    "kl_estimate",
+    f"one of {entry.kl_estimates} with model {config.model!r}",
+    config.kl_estimate,
   )
   return entry
 

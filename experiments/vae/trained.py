@@ -55,6 +55,7 @@ def saved_config(workdir: str | pathlib.Path) -> ConfigDict:
   saved.setdefault("binarization", "fixed")
   saved.setdefault("optimizer", "sgd_momentum")
   saved.setdefault("prior_learning_rate", 0.01)
+  saved.setdefault("kl_estimate", "sampled")
   saved.setdefault("extra_test_samples", [])
   for field in _TUPLES:
     if field in saved:

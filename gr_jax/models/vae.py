@@ -43,6 +43,8 @@ KERNEL_INITS = {
   "lecun_normal": nnx.initializers.lecun_normal,
 }
 PRIORS = ("learned", "uniform")
+# The KL term of the single-sample training bound (:func:`kl_term`).
+KL_ESTIMATES = ("sampled", "pathwise", "analytic")
 
 
 def log2_arity(arity: int) -> int:
@@ -125,6 +127,35 @@ def latent_term(log_prior, logits, sample) -> jax.Array:
   return jnp.sum(sample * (log_prior - log_q), axis=(-2, -1))
 
 
+def kl_term(log_prior, logits, sample, kl_estimate: str = "sampled") -> jax.Array:
+  r"""``[B]`` the KL term of the single-sample bound, :math:`\log q(D \mid x) - \log p(D)` or its
+  expectation, summed over the variables; ``kl_estimate`` sets what its gradient is:
+
+  * ``"sampled"``: :math:`\sum_j \langle D_j, \log q(D_j \mid x) - \log p(D_j) \rangle` at the
+    sample. Its encoder gradient has two parts: the pathwise one through D (the estimator's)
+    and the direct one :math:`\nabla_\theta \log q(D \mid x)` at D held fixed, whose
+    expectation is 0 for exact samples (a score with no weight) but whose variance is not.
+  * ``"pathwise"``: the same value with the direct part left out (q's logits held fixed in
+    :math:`\log q`; the prior keeps its gradient): for exact samples the same expected
+    gradient with less variance (the DisARM protocol's multi-sample surrogates leave it
+    out too).
+  * ``"analytic"``: the exact :math:`\mathrm{KL}(q(D \mid x) \,\|\, p(D)) = \sum_j \sum_k
+    q_{jk} (\log q_{jk} - \log p_{jk})`, which does not depend on the sample: only the
+    likelihood is estimated.
+
+  For relaxed (GS) samples the direct part is not mean-zero, so ``"pathwise"`` changes
+  GS's expected gradient.
+  """
+  log_q = jax.nn.log_softmax(logits, axis=-1)
+  if kl_estimate == "analytic":
+    return jnp.sum(jnp.exp(log_q) * (log_q - log_prior), axis=(-2, -1))
+  if kl_estimate == "pathwise":
+    logits = jax.lax.stop_gradient(logits)
+  elif kl_estimate != "sampled":
+    raise ValueError(f"kl_estimate must be one of {KL_ESTIMATES}; got {kl_estimate!r}.")
+  return -latent_term(log_prior, logits, sample)
+
+
 def sample_log_prob(logits, sample) -> jax.Array:
   """``[B]`` log q(sample) summed over the variables, the sample held fixed (no gradient)."""
   return jnp.sum(estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1)
@@ -159,7 +190,9 @@ class DiscreteVAE(nnx.Module):
 
   With ``prior="learned"`` the prior logits are a ``[m, n]`` parameter
   initialized at zero (a fresh model starts at the uniform prior); with
-  ``"uniform"`` the prior is fixed at 1/n.
+  ``"uniform"`` the prior is fixed at 1/n. ``kl_estimate`` is the single-sample
+  bound's KL term (:func:`kl_term`: ``"sampled"``, ``"pathwise"`` or
+  ``"analytic"``); the IWAE bound does not read it.
   """
 
   # (label, parameter) of each stochastic layer's inference network.
@@ -175,6 +208,7 @@ class DiscreteVAE(nnx.Module):
     activation: str = "tanh",
     kernel_init: str = "glorot_uniform",
     prior: str = "learned",
+    kl_estimate: str = "sampled",
     num_pixels: int = 784,
     rngs: nnx.Rngs,
   ):
@@ -182,11 +216,13 @@ class DiscreteVAE(nnx.Module):
       ("activation", activation, ACTIVATIONS),
       ("kernel_init", kernel_init, KERNEL_INITS),
       ("prior", prior, PRIORS),
+      ("kl_estimate", kl_estimate, KL_ESTIMATES),
     ):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
     latent_dim = num_vars * log2_arity(arity)
     self.num_vars, self.arity, self.num_pixels = num_vars, arity, num_pixels
+    self.kl_estimate = kl_estimate
     act, init = ACTIVATIONS[activation], KERNEL_INITS[kernel_init]()
     logits_shape = self._logits_shape(num_vars, arity)
     self.encoder = MLP(
@@ -243,14 +279,16 @@ class DiscreteVAE(nnx.Module):
 
     ``centering`` is subtracted from the encoder's input only (the running
     average of the inputs, or the training pixel means); the likelihood is of
-    x itself. ``metrics["kl"]`` is the sample's :math:`\log q(D \mid x) -
-    \log p(D)`; ``log_q`` feeds REINFORCE's surrogate.
+    x itself. ``metrics["kl"]`` is the KL term (:func:`kl_term`, as
+    ``kl_estimate`` says: the sample's :math:`\log q(D \mid x) - \log p(D)`,
+    or the exact KL); ``log_q`` feeds REINFORCE's surrogate. The multi-sample
+    estimators' surrogate is :meth:`_multi_sample_bound`'s.
     """
     logits = self.encode(x - centering)
     if estimator.multi_sample:
       return self._multi_sample_bound(x, key, estimator, logits)
     sample = estimator(key, logits, tau=tau)
-    kl = -latent_term(self.log_prior(), logits, sample)
+    kl = kl_term(self.log_prior(), logits, sample, self.kl_estimate)
     bound = bernoulli_log_likelihood(self.decode(sample), x) - kl
     log_q = sample_log_prob(logits, sample) if estimator.score_function else None
     return TrainingBound(bound, log_q, {"kl": kl}, (sample,), x)
@@ -324,6 +362,7 @@ class BernoulliVAE(DiscreteVAE):
     activation: str = "leaky_relu",
     kernel_init: str = "glorot_uniform",
     prior: str = "learned",
+    kl_estimate: str = "sampled",
     num_pixels: int = 784,
     rngs: nnx.Rngs,
   ):
@@ -335,6 +374,7 @@ class BernoulliVAE(DiscreteVAE):
       activation=activation,
       kernel_init=kernel_init,
       prior=prior,
+      kl_estimate=kl_estimate,
       num_pixels=num_pixels,
       rngs=rngs,
     )
