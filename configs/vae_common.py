@@ -38,7 +38,7 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.prior = "learned"  # learned prior logits (zero init, section 5.1) or "uniform"
   # The training bound's KL term (gr_jax.models.vae.kl_term): "sampled" (log q(D|x) - log p(D) at
   # the sample, its direct gradient included), "pathwise" (that direct part left out) or
-  # "analytic" (the exact KL; one-layer models and single-evaluation estimators only).
+  # "analytic" (the exact KL); the last two for one-layer models and single-evaluation estimators.
   config.kl_estimate = "sampled"
   # Estimator: a name accepted by gr_jax.estimators.get.
   config.estimator = "gr_mc100"

@@ -27,6 +27,8 @@ ARMS = {
   "no centring": ["center_inputs=none"],
   "uniform prior": ["prior=uniform"],
   "784-wide encoder": ["encoder_widths=(784,784)"],
+  "pathwise KL": ["kl_estimate=pathwise"],
+  "analytic KL": ["kl_estimate=analytic"],
 }
 SETTINGS = {
   "lr5e-3_m0.4_tau0.64": ["learning_rate=0.005", "momentum=0.4", "tau=0.64", "weight_decay=0.0"],
