@@ -287,7 +287,7 @@ def test_config_typo_and_bad_data_are_one_line_errors(tmp_path):
     == f"error: --config.tua: the config has no field 'tua'; did you mean tau?{hint}"
   )
   for given, expected in [
-    ("estimater=st_gs", "'estimater'; did you mean estimator?"),
+    ("estimater=st_gs", "'estimater'; did you mean estimator, kl_estimate?"),
     ("population.sise=2", "'population.sise'; did you mean population.size"),
     ("populaton.size=4", "'populaton.size'; did you mean population.size"),  # the parent misspelt
     ("seed=-1", "config.seed must be an int in [0, 2**31); got -1."),
