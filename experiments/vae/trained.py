@@ -16,7 +16,7 @@ from ml_collections import ConfigDict
 from experiments import checkpoints, search
 from experiments.vae import data as vae_data
 from experiments.vae.experiment import HYPERPARAMETERS, paper_search
-from experiments.vae.models import MODELS
+from experiments.vae.models import ADDED_FIELDS, MODELS
 from experiments.vae.task import VAETask
 from gr_jax import estimators
 
@@ -51,11 +51,10 @@ def saved_config(workdir: str | pathlib.Path) -> ConfigDict:
     saved = {**MODELS["relu_mlp"].required, **saved, "model": "relu_mlp"}
   if isinstance(saved.get("center_inputs"), bool):  # the earlier switch: True = the pixel means
     saved["center_inputs"] = "pixel_means" if saved["center_inputs"] else "none"
-  saved.setdefault("model", "concrete")  # saved before models had names: the one-layer model
-  saved.setdefault("binarization", "fixed")
-  saved.setdefault("optimizer", "sgd_momentum")
-  saved.setdefault("prior_learning_rate", 0.01)
-  saved.setdefault("kl_estimate", "sampled")
+  # Fields added after the run was saved: the first value each lists trains what it trained
+  # (model: the one-layer "concrete", saved before models had names).
+  for field, values in ADDED_FIELDS.items():
+    saved.setdefault(field, values[0])
   saved.setdefault("extra_test_samples", [])
   for field in _TUPLES:
     if field in saved:
