@@ -87,6 +87,10 @@ Conventions shared by every estimator:
                        a custom batching rule that JAX cannot differentiate
   reinforce            the sample carries no gradient; the score-function
                        surrogate is an ordinary function
+  rloo<K>, disarm      raise: the surrogate's Hessian in the logits is exactly
+                       0 (RLOO's score weights sum to zero, DisARM's term is
+                       linear in the logit difference) while the expected
+                       loss's is not; a parameter inside ``f`` keeps ``f``'s own
   ===================  =====================================================
 
 The package keeps one private module per family (``_straight_through``:

@@ -5,7 +5,11 @@ itself, and return a surrogate in the form of the paper's Appendix A-B: its
 value is the mean of ``f`` over the evaluations, and its gradient is the
 estimator (with respect to the logits) plus the ordinary pathwise gradient of
 ``f`` (with respect to any parameter inside ``f``), averaged over the
-evaluations.
+evaluations. The estimator's part defines first derivatives only: its surrogate
+has an exactly zero Hessian in the logits (RLOO's score weights sum to zero,
+DisARM's term is linear in the logit difference) while the expected loss's is
+not, so differentiating it again raises a one-line ``ValueError`` instead of
+returning that zero.
 
 ``f`` maps a one-hot sample shaped like ``logits`` (``[..., m, n]``: a batch
 of examples, each with m variables of n categories) to one value per example
@@ -27,10 +31,13 @@ from gr_jax.estimators._core import (
   _check_logits,
   _check_num_samples,
   _check_tau,
+  _compute_dtype,
+  _finish_grad,
+  _first_derivatives_only,
   _gumbel_max,
+  _invalid_rows,
   _public,
 )
-from gr_jax.estimators._score_function import categorical_log_prob
 
 
 def _check_variables(logits: Array, name: str) -> None:
@@ -54,9 +61,49 @@ def _evaluate(f: Callable, samples: Array, batch_shape, has_aux: bool, name: str
   return values, aux
 
 
-def _surrogate(values: Array, score: Array) -> Array:
-  """Value: the mean of ``values`` over their first axis; gradient: theirs plus ``score``'s."""
-  return jnp.mean(values, axis=0) + score - jax.lax.stop_gradient(score)
+def _estimator_term(gradient_fn: Callable, name: str) -> Callable:
+  """``term(logits, *fixed)``: value 0 per example, gradient ``gradient_fn(logits, *fixed)``.
+
+  ``gradient_fn`` returns the estimator's gradient of each example's loss with
+  respect to its logits (``[..., m, n]``, in the compute dtype); the term's VJP
+  scales it by the example's cotangent, zeroes masked entries and makes
+  degenerate rows NaN (the package's conventions). Its own derivative raises,
+  naming ``name``.
+  """
+  guarded = _first_derivatives_only(gradient_fn, name)
+
+  zeros = lambda logits: jnp.zeros(logits.shape[:-2], logits.dtype)  # noqa: E731
+
+  @jax.custom_vjp
+  def term(logits, *fixed):
+    return zeros(logits)
+
+  def forward(logits, *fixed):
+    return zeros(logits), (logits, fixed)
+
+  def backward(residuals, cotangent):
+    logits, fixed = residuals
+    grad = cotangent[..., None, None].astype(_compute_dtype(logits.dtype)) * guarded(logits, *fixed)
+    return (_finish_grad(logits, grad), *(jnp.zeros_like(x) for x in fixed))
+
+  term.defvjp(forward, backward)
+  return term
+
+
+def _rloo_gradient(logits, samples, weights):
+  """sum_k weights_k grad log q(D^k): ``samples [K, ..., m, n]``, ``weights [K, ...]``."""
+  probs = jax.nn.softmax(logits.astype(_compute_dtype(logits.dtype)), axis=-1)
+  return jnp.sum(weights[..., None, None] * (samples - probs), axis=0)
+
+
+def _disarm_gradient(logits, alpha_gradient):
+  """(-g, g) on the two logits of each variable, from ``alpha_gradient [..., m]``."""
+  del logits
+  return jnp.stack([-alpha_gradient, alpha_gradient], axis=-1)
+
+
+_rloo_term = _estimator_term(_rloo_gradient, "rloo")
+_disarm_term = _estimator_term(_disarm_gradient, "disarm")
 
 
 @_public
@@ -109,11 +156,10 @@ def rloo(
   samples = jax.vmap(lambda k: jax.lax.stop_gradient(_gumbel_max(k, logits)[1]))(keys)
   batch_shape = logits.shape[:-2]
   values, aux = _evaluate(f, samples, batch_shape, has_aux, "rloo")
-  fixed = jax.lax.stop_gradient(values)  # [K, ...]
+  fixed = jax.lax.stop_gradient(values).astype(_compute_dtype(logits.dtype))  # [K, ...]
   leave_one_out = (jnp.sum(fixed, axis=0) - fixed) / (num_samples - 1)
-  log_q = jax.vmap(lambda d: jnp.sum(categorical_log_prob(logits, d), axis=-1))(samples)
-  score = jnp.mean((fixed - leave_one_out) * log_q, axis=0)
-  surrogate = _surrogate(values, score)
+  weights = (fixed - leave_one_out) / num_samples
+  surrogate = jnp.mean(values, axis=0) + _rloo_term(logits, samples, weights)
   return (surrogate, aux) if has_aux else surrogate
 
 
@@ -144,8 +190,10 @@ def disarm(
   :math:`\frac12 (f(b) + f(\tilde b))`.
 
   Args:
-    key: a PRNG key (the uniforms: ``jax.random.uniform(key, logits.shape[:-1])``).
-    logits: float array ``[..., m, 2]``; ``-inf`` marks an impossible category.
+    key: a PRNG key (the uniforms: ``jax.random.uniform(key, logits.shape[:-1], dtype,
+      minval=tiny)`` in the compute dtype, float32 for low-precision logits, so u > 0).
+    logits: float array ``[..., m, 2]``; ``-inf`` marks an impossible category; a variable
+      with a NaN or ``+inf`` logit, or both ``-inf``, gets a NaN sample row and NaN gradients.
     f: ``sample [..., m, 2] -> [...]`` (one value per example); with
       ``has_aux``, ``(values, aux)``.
     tau: accepted for a uniform signature (checked, unused).
@@ -166,20 +214,26 @@ def disarm(
     )
   _check_tau(tau, logits)
   _check_variables(logits, "disarm")
-  alpha = logits[..., 1] - logits[..., 0]  # [..., m]
-  fixed_alpha = jax.lax.stop_gradient(alpha)
-  probability = jax.nn.sigmoid(fixed_alpha)
-  u = jax.random.uniform(key, alpha.shape, alpha.dtype)
-  b = (u > 1.0 - probability).astype(logits.dtype)
-  b_tilde = (u < probability).astype(logits.dtype)
-  one_hot = lambda bits: jnp.stack([1.0 - bits, bits], axis=-1)  # noqa: E731
+  # In float32 for low-precision logits: a bfloat16 uniform takes 128 values, and b would be
+  # Bernoulli with p rounded to that grid. u > 0 (as GR's uniforms): at u = 0, b = 1[u > 1 - p]
+  # would be 0 for p = 1, a masked category.
+  dtype = _compute_dtype(logits.dtype)
+  fixed_logits = jax.lax.stop_gradient(logits).astype(dtype)
+  alpha = fixed_logits[..., 1] - fixed_logits[..., 0]  # [..., m]; +-inf where a category is masked
+  probability = jax.nn.sigmoid(alpha)
+  u = jax.random.uniform(key, alpha.shape, dtype, minval=jnp.finfo(dtype).tiny)
+  b = (u > 1.0 - probability).astype(dtype)
+  b_tilde = (u < probability).astype(dtype)
+  invalid = _invalid_rows(logits)  # [..., m, 1]: NaN sample rows, as every estimator's
+  one_hot = lambda bits: jnp.where(  # noqa: E731
+    invalid, jnp.nan, jnp.stack([1.0 - bits, bits], axis=-1)
+  ).astype(logits.dtype)
   samples = jnp.stack([one_hot(b), one_hot(b_tilde)])  # [2, ..., m, 2]
   values, aux = _evaluate(f, samples, logits.shape[:-2], has_aux, "disarm")
-  fixed = jax.lax.stop_gradient(values)
+  fixed = jax.lax.stop_gradient(values).astype(dtype)
   difference = (0.5 * (fixed[0] - fixed[1]))[..., None]  # [..., 1]
-  factor = jnp.where(b != b_tilde, jnp.where(b_tilde > 0, -1.0, 1.0), 0.0)
-  gradient = difference * factor * jax.nn.sigmoid(jnp.abs(fixed_alpha))  # [..., m]
   # A masked category makes alpha infinite; its variable is deterministic (b = b~, no gradient).
-  score = jnp.sum(gradient * jnp.where(jnp.isfinite(alpha), alpha, 0.0), axis=-1)
-  surrogate = _surrogate(values, score)
+  factor = jnp.where(b != b_tilde, jnp.where(b_tilde > 0, -1.0, 1.0), 0.0)
+  alpha_gradient = difference * factor * jax.nn.sigmoid(jnp.abs(alpha))  # [..., m]
+  surrogate = jnp.mean(values, axis=0) + _disarm_term(logits, alpha_gradient)
   return (surrogate, aux) if has_aux else surrogate

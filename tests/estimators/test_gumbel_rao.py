@@ -146,13 +146,15 @@ def test_chunked_backward_equals_unchunked_distribution(monkeypatch):
   np.testing.assert_allclose(g, 0.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("num_categories", [N, 2])  # 2: the binary backward's own chunks
 @pytest.mark.parametrize("chunk_samples", [1, 3, 4, 7, 100])
-def test_chunking_leaves_the_gradient_unchanged(monkeypatch, chunk_samples):
+def test_chunking_leaves_the_gradient_unchanged(monkeypatch, chunk_samples, num_categories):
   """Sample k is drawn from fold_in(key, k): how the K = 7 samples are split into chunks (7
   chunks of 1; 3 chunks of 3 and 2 chunks of 4, the last padded with samples weighted zero; one
-  chunk) changes only the order of the float32 sums."""
-  logits = jax.random.normal(jax.random.key(1), (5, 3, N))
-  cotangent = jax.random.normal(jax.random.key(2), (5, 3, N))
+  chunk) changes only the order of the float32 sums. Counting the padding would scale the
+  gradient by (K + pad) / K = 9 / 7 or 8 / 7."""
+  logits = jax.random.normal(jax.random.key(1), (5, 3, num_categories))
+  cotangent = jax.random.normal(jax.random.key(2), (5, 3, num_categories))
 
   def grad():  # traced anew at each call: the chunk size is read then
     return jax.grad(
@@ -164,6 +166,45 @@ def test_chunking_leaves_the_gradient_unchanged(monkeypatch, chunk_samples):
   chunked = grad()
   assert np.abs(np.asarray(whole)).max() > 0.1
   np.testing.assert_allclose(chunked, whole, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("function", [estimators.gumbel_rao, estimators.gumbel_rao_qmc])
+def test_binary_per_variable_tau_is_each_variables_own(function):
+  """The binary backward with one temperature per variable: each variable's gradient equals the
+  call with its own tau as a scalar (a backward that read the first variable's tau for all would
+  differ on every variable but the first)."""
+  logits = jax.random.normal(jax.random.key(0), (3, 4, 2))
+  cotangent = jax.random.normal(jax.random.key(1), logits.shape)
+  taus = jnp.array([0.1, 0.5, 2.0, 7.0])
+
+  def grad(tau):
+    return jax.vjp(lambda t: function(jax.random.key(2), t, tau=tau, num_samples=5), logits)[1](
+      cotangent
+    )[0]
+
+  per_variable = grad(taus[:, None])
+  for v, tau in enumerate(np.asarray(taus)):
+    np.testing.assert_allclose(per_variable[:, v], grad(float(tau))[:, v], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["gr_mc10", "gr_qmc10", "gr_qmc10_no_tent"])
+def test_identical_variables_get_their_own_backward_noise(name):
+  """Two variables with the same logits, sample and cotangent in one call get different
+  gradients: each draws its own exponentials (MC) or its own lattice shift (QMC). A shift shared
+  by a row's variables would make them equal (the fast twin of the slow correlation test in
+  tests/estimators/test_conventions.py)."""
+  estimator = estimators.get(name)
+  logits = jnp.broadcast_to(jnp.array([0.5, 0.0, -0.3]), (2, 3))
+  cotangent = jnp.broadcast_to(jnp.array([1.0, -0.5, 0.2]), (2, 3))
+  compared = 0
+  for seed in range(6):
+    key = jax.random.key(seed)
+    sample, vjp = jax.vjp(lambda t, key=key: estimator(key, t, tau=0.5), logits)
+    grad = np.asarray(vjp(cotangent)[0])
+    if np.array_equal(sample[0], sample[1]):
+      compared += 1
+      assert np.abs(grad[0] - grad[1]).max() > 1e-4, (seed, grad)
+  assert compared >= 2
 
 
 @pytest.mark.slow

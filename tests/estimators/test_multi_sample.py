@@ -201,3 +201,97 @@ def test_the_registry_states_every_estimators_cost():
     assert estimator.loss_evaluations == 1
     assert estimator.conditional_samples == (7 if name.startswith("gr_") and "7" in name else 0)
   assert estimators.names(multi_sample=True) == ("rloo100", "disarm")
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("alpha", [3.0, -3.0, 7.0, -7.0])
+def test_disarm_samples_low_precision_logits_at_their_probability(dtype, alpha):
+  """Both samples of the pair are Bernoulli(sigmoid(alpha)) for bfloat16 / float16 logits too:
+  the uniforms are drawn in float32 (a bfloat16 uniform takes 128 values, which made P(b = 1) = 0
+  and P(b~ = 1) = 0.0079 at alpha = -7 against 0.00091). 200,000 variables: each frequency within
+  5 binomial standard errors of sigmoid(alpha)."""
+  num = 200_000
+  logits = jnp.stack([jnp.zeros(num), jnp.full(num, alpha)], axis=-1).astype(dtype)
+  _, samples = estimators.disarm(
+    jax.random.key(0), logits, lambda d: (jnp.sum(d[..., 1]), d), has_aux=True
+  )
+  assert samples.dtype == dtype
+  p = 1.0 / (1.0 + np.exp(-alpha))
+  se = np.sqrt(p * (1 - p) / num)
+  for frequency in np.asarray(samples[..., 1], np.float64).mean(axis=-1):  # b, then b~
+    assert abs(frequency - p) < 5 * se, (frequency, p, se)
+
+
+# jax.random.uniform(jax.random.key(780_233), (1, 1)) is exactly 0.0 (probability 2**-23 per draw;
+# found by scanning the seeds below 2**22): the key at which b = 1[u > 1 - p] failed for p = 1.
+ZERO_UNIFORM_SEED = 780_233
+
+
+def test_disarm_never_samples_a_masked_category_at_u_zero():
+  key = jax.random.key(ZERO_UNIFORM_SEED)
+  assert float(jax.random.uniform(key, (1, 1))[0, 0]) == 0.0  # the key still draws u = 0
+  logits = jnp.array([[[-jnp.inf, 0.3]]])  # p = 1: category 1 always
+  log_q = lambda d: jnp.sum(estimators.categorical_log_prob(logits, d), axis=-1)  # noqa: E731
+  value, samples = estimators.disarm(key, logits, lambda d: (log_q(d), d), has_aux=True)
+  np.testing.assert_array_equal(samples[:, 0, 0], [[0.0, 1.0], [0.0, 1.0]])
+  assert np.isfinite(value).all()
+  grad = jax.grad(lambda t: jnp.sum(estimators.disarm(key, t, log_q)))(logits)
+  np.testing.assert_array_equal(grad, 0.0)
+
+
+def test_masked_variables_keep_disarms_value_finite():
+  """A masked variable is deterministic in both samples: the value is f there (not NaN)."""
+  logits = jnp.array([[[0.2, -jnp.inf], [-jnp.inf, 0.1], [0.4, -0.3]]])
+  f = lambda d: jnp.sum(d[..., :2, 1] * jnp.array([5.0, 7.0]), axis=-1)  # noqa: E731
+  for seed in range(5):
+    np.testing.assert_array_equal(estimators.disarm(jax.random.key(seed), logits, f), [7.0])
+
+
+@pytest.mark.parametrize("name", ["rloo2", "disarm"])
+def test_degenerate_variables_give_nan_sample_rows_and_gradients(name):
+  """A NaN logit, a +inf logit, or every logit -inf: that variable's sample row is NaN and its
+  gradients are NaN (the package's convention); other examples are unaffected."""
+  estimator = estimators.get(name)
+  logits = jnp.array(
+    [
+      [[jnp.nan, 0.0], [0.1, 0.2]],
+      [[-jnp.inf, -jnp.inf], [0.1, 0.2]],
+      [[jnp.inf, 0.0], [0.1, 0.2]],
+      [[0.3, 0.0], [0.1, 0.2]],
+    ]
+  )
+  f = lambda d: (jnp.sum(d[..., 1] * jnp.array([1.0, 2.0]), axis=-1), d)  # noqa: E731
+  value, samples = estimator(jax.random.key(0), logits, f=f, has_aux=True)
+  assert np.isnan(samples[:, :3, 0]).all() and np.isfinite(samples[:, 3]).all()
+  assert np.isnan(value[:3]).all() and np.isfinite(value[3])
+  grad = jax.grad(lambda t: jnp.sum(estimator(jax.random.key(0), t, f=lambda d: f(d)[0])))(logits)
+  assert np.isnan(grad[:3, 0]).all() and np.isfinite(grad[3]).all()
+
+
+@pytest.mark.parametrize("name", ["rloo2", "disarm"])
+def test_second_derivatives_in_the_logits_raise_naming_the_function(name):
+  """The surrogate's Hessian in the logits is exactly 0 (RLOO's score weights sum to zero,
+  DisARM's term is linear in the logit difference) while the expected loss's is not: by
+  enumeration on these two variables it is far from 0, so a zero would be silently wrong."""
+  estimator = estimators.get(name)
+  logits = jnp.array([[[0.3, 0.0], [-0.2, 0.4]]])
+  weights = jnp.array([1.0, -2.0])
+  f = lambda d: jnp.sum(d[..., 1] * weights, axis=-1) ** 2  # noqa: E731
+
+  def expected(t):
+    p = jax.nn.softmax(t, axis=-1)[0, :, 1]
+    return p[0] * (1 - p[1]) + 4 * (1 - p[0]) * p[1] + p[0] * p[1]  # E[(b0 - 2 b1)^2]
+
+  assert np.abs(jax.hessian(expected)(logits)).max() > 0.01
+  loss = lambda t: jnp.sum(estimator(jax.random.key(0), t, f=f))  # noqa: E731
+  message = f"^{estimator.fn.__name__} defines first derivatives only"
+  with pytest.raises(ValueError, match=message):
+    jax.hessian(loss)(logits)
+  with pytest.raises(ValueError, match=message):
+    jax.grad(lambda t: jax.grad(loss)(t)[0, 0, 0])(logits)
+  jax.grad(loss)(logits)  # first derivatives are unaffected
+  # Second derivatives in a parameter of f alone (the logits fixed) are f's own, averaged.
+  f_of = lambda w: lambda d: jnp.sum(d[..., 1] * w**2, axis=-1)  # noqa: E731
+  hessian = jax.hessian(lambda w: jnp.sum(estimator(jax.random.key(0), logits, f=f_of(w))))(weights)
+  _, samples = estimator(jax.random.key(0), logits, f=lambda d: (f_of(weights)(d), d), has_aux=True)
+  np.testing.assert_allclose(hessian, np.diag(2 * np.mean(samples[:, 0, :, 1], axis=0)))
