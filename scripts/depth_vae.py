@@ -34,7 +34,7 @@ import launch
 from absl import app, flags
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs and the tables.", required=True)
-_RECORDS = launch.define_records_flag("docs/runs/depth")
+_RECORDS = launch.define_records_flag("records/depth")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "The binarized MNIST directory (config.data_dir).")
 _ARITIES = flags.DEFINE_list("arities", ["16", "2"], "Arities (2, 4, 8, 16).")
 _ESTIMATORS = flags.DEFINE_list(

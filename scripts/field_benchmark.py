@@ -51,7 +51,7 @@ ESTIMATORS = [
 TEMPERATURES = {"reinmax": 1.1}
 
 _OUT = flags.DEFINE_string("out", None, "Directory for the runs.", required=True)
-_RECORDS = launch.define_records_flag("docs/runs/field")
+_RECORDS = launch.define_records_flag("records/field")
 _DATA_ROOT = flags.DEFINE_string(
   "data_root", "", "A directory holding fashion_mnist/ and binarized_mnist/ (as $GR_JAX_DATA)."
 )

@@ -7,8 +7,8 @@ results.json, metrics.jsonl, summary.md: tens of kB a run, no checkpoints) are
 copied, in the same layout, so that ``scripts/leaderboard.py`` and
 ``scripts/depth_vae.py --run=false`` regenerate their tables on any clone:
 
-  python scripts/keep_records.py --runs=runs/field --into=docs/runs/field
-  python scripts/leaderboard.py --runs=docs/runs/field ...
+  python scripts/keep_records.py --runs=runs/field --into=records/field
+  python scripts/leaderboard.py --runs=records/field ...
 
 A run is finished when its workdir holds results.json; unfinished ones are
 left alone, and a record already kept is replaced by the run's newer one.

@@ -17,10 +17,10 @@ seed by seed (every row against DisARM, the best row against the others, GR
 against ST-GS), so that prose about the rows cites these lines rather than
 typing their numbers.
 
-  python scripts/leaderboard.py --runs=docs/runs/field \\
-    --bench=docs/runs/bench_bernoulli.json --out=docs/leaderboard.md
+  python scripts/leaderboard.py --runs=records/field \\
+    --bench=records/bench_bernoulli.json --out=docs/leaderboard.md
 
-(``docs/runs/field``: the records ``field_benchmark.py --records`` keeps;
+(``records/field``: the records ``field_benchmark.py --records`` keeps;
 ``runs/field`` itself reads the same.)
 """
 
@@ -149,7 +149,7 @@ def main(argv):
       "",
       f"## {title} ({config['binarization']} binarization)",
       "",
-      "`python scripts/field_benchmark.py --out=runs/field --records=docs/runs/field"
+      "`python scripts/field_benchmark.py --out=runs/field --records=records/field"
       f" --data_root=../shared/data --settings={setting}"
       f" --steps={max(steps)} --seeds={','.join(map(str, seeds))}`; batch {config['batch_size']},"
       f" optimizer {config['optimizer']} (lr {config['learning_rate']}, prior"

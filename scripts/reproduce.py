@@ -55,7 +55,7 @@ _TABLE = flags.DEFINE_enum(
 _OUT = flags.DEFINE_string(
   "out", None, "Directory for the populations and the table.", required=True
 )
-_RECORDS = launch.define_records_flag("docs/runs/table2_binary")
+_RECORDS = launch.define_records_flag("records/table2_binary")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "config.data_dir for every run.")
 _ESTIMATORS = flags.DEFINE_list("estimators", None, "Estimators (default: the paper's rows).")
 _SET = flags.DEFINE_multi_string(

@@ -125,7 +125,7 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
     " --set=num_eval_examples=20 --set=variance_every=0 --set=checkpoint_every=2"
   )
   script = (
-    block.replace("docs/runs/field", "RECORDS")
+    block.replace("records/field", "RECORDS")
     .replace("runs/", f"{tmp_path}/")
     .replace("RECORDS", f"{tmp_path}/records")
     .replace("--data_root=../shared/data", "--data_root=../shared/data" + tiny)

@@ -31,7 +31,7 @@ def test_a_run_uses_this_clones_code_from_inside_another_checkout(tmp_path, monk
 
 
 def test_a_run_whose_records_are_kept_is_read_from_them_not_retrained(tmp_path, capsys):
-  """A fresh clone has the tracked records (docs/runs/...) but no runs/: the drivers must read a
+  """A fresh clone has the tracked records (records/...) but no runs/: the drivers must read a
   kept population, not spend hours retraining it."""
   config = str(ROOT / "configs" / "vae_16ary.py")
   trained, records = tmp_path / "trained", tmp_path / "records"
