@@ -13,6 +13,16 @@ class ConfigError(ValueError):
   """An invalid config value; the message names the field and the allowed values."""
 
 
+def flag_error_line(error: BaseException) -> str:
+  """The one line that says what is wrong in a config flag's error: ml_collections puts the config
+  file's whole traceback into the message of a get_config() that raised; its last line says it."""
+  text = str(error.args[0] if error.args else error)
+  if "Traceback (most recent call last)" in text:
+    flag = text.split(": ", 1)[0]
+    return f"{flag}: {text.strip().splitlines()[-1].strip()}"
+  return " ".join(text.split())
+
+
 def is_number(value: Any) -> bool:
   """An int or float, not a bool."""
   return isinstance(value, (int, float)) and not isinstance(value, bool)

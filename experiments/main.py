@@ -248,7 +248,7 @@ def _parse_flags(argv):
       " (python -m experiments.main --config=FILE --list_fields lists them)"
     )
   except flags.Error as e:
-    sys.exit(f"error: {e}")
+    sys.exit(f"error: {config_checks.flag_error_line(e)}")
 
 
 if __name__ == "__main__":

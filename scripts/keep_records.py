@@ -1,23 +1,23 @@
 """Copies the records of every finished run under ``--runs`` into ``--into``, a tracked folder.
 
-A workdir under ``runs/`` lives on the machine that ran it (git ignores it); a
-machine that comes back new has lost it, and with it the numbers the tables
-were made from. The records the table scripts read (config.json,
-results.json, metrics.jsonl, summary.md: tens of kB a run, no checkpoints) are
-copied, in the same layout, so that ``scripts/leaderboard.py`` and
-``scripts/depth_vae.py --run=false`` regenerate their tables on any clone:
+A workdir under ``runs/`` lives on the machine that trained it; its records
+(config.json, results.json, metrics.jsonl, summary.md: tens of kB a run, no
+checkpoints) are copied in the same layout, so that the studies regenerate
+their tables on any clone (a study keeps its arms' records itself as each
+finishes; this is for runs trained outside a study). Kept records are never
+replaced by a shorter, smaller or older run, nor by damaged results
+(experiments/studies/records.py):
 
   python scripts/keep_records.py --runs=runs/field --into=records/field
-  python scripts/leaderboard.py --runs=records/field ...
-
-A run is finished when its workdir holds results.json; unfinished ones are
-left alone, and a record already kept is replaced by the run's newer one.
 """
 
+import _clone  # noqa: F401, I001  (the clone's experiments/ on sys.path)
 import pathlib
+import sys
 
-import launch
 from absl import app, flags
+
+from experiments.studies import records
 
 _RUNS = flags.DEFINE_string("runs", None, "A directory of run workdirs (any depth).", required=True)
 _INTO = flags.DEFINE_string("into", None, "The tracked directory to copy into.", required=True)
@@ -25,7 +25,10 @@ _INTO = flags.DEFINE_string("into", None, "The tracked directory to copy into.",
 
 def main(argv):
   del argv
-  kept = launch.keep_records(pathlib.Path(_RUNS.value), pathlib.Path(_INTO.value))
+  try:
+    kept = records.keep_all(pathlib.Path(_RUNS.value), pathlib.Path(_INTO.value))
+  except records.RecordError as e:
+    sys.exit(f"error: {e}")
   print(f"kept the records of {len(kept)} finished runs in {_INTO.value}")
   for workdir in kept:
     print(f"  {workdir}")

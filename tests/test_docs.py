@@ -121,8 +121,8 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
   if not (ROOT.parent / "shared" / "data" / "fashion_mnist").is_dir():
     pytest.skip("the block reads ../shared/data (a clone beside the project's shared/)")
   tiny = (
-    " --settings=nonlinear_fashion_mnist --estimators=disarm,reinmax --seeds=0 --steps=2"
-    " --set=num_eval_examples=20 --set=variance_every=0 --set=checkpoint_every=2"
+    " --arms=nonlinear_fashion_mnist/disarm,nonlinear_fashion_mnist/reinmax_tau1.1"
+    " --set=num_steps=2 --set=num_eval_examples=20 --set=variance_every=0 --set=checkpoint_every=2"
   )
   script = (
     block.replace("records/field", "RECORDS")
@@ -134,7 +134,7 @@ def test_the_pinned_background_run_of_populations_runs_as_written(tmp_path):
   )
   _run_bash(script)
   results = json.loads((tmp_path / "field/nonlinear_fashion_mnist/disarm/results.json").read_text())
-  assert results["steps"] == 2 and len(results["members"]) == 1
+  assert results["steps"] == 2 and len(results["members"]) == 3
   assert "done in" in (tmp_path / "field.log").read_text()
   # --records kept the finished population's records, without its checkpoints.
   kept = tmp_path / "records" / "nonlinear_fashion_mnist" / "disarm"

@@ -26,8 +26,6 @@ from tests.cli import ROOT
     ("run_grid.py", "--sweep=bad", "each --sweep must be FIELD=VALUE1,VALUE2,..."),
     ("bench_vae.py", "--models=foo", "list of concrete, relu_mlp, two_layer"),
     ("bench_vae.py", "--estimators=foo", "unknown estimator 'foo'; valid names: st, st_gs"),
-    ("field_benchmark.py", "--settings=x", "list of nonlinear_fashion_mnist"),
-    ("field_benchmark.py", "--estimators=rloo1", "K = 1 is fewer than rloo<K> allows"),
     ("reproduce.py", "--estimators=gr_mcx", "unknown estimator 'gr_mcx'"),
   ],
 )
@@ -35,7 +33,6 @@ def test_a_bad_flag_is_one_line_before_any_work(tmp_path, script, flag, expected
   required = {
     "reproduce.py": ["--table=1", f"--out={tmp_path}"],
     "run_grid.py": ["--config=configs/vae_16ary.py", f"--out={tmp_path}"],
-    "field_benchmark.py": [f"--out={tmp_path / 'field'}"],
   }.get(script, [])
   result = subprocess.run(
     [sys.executable, str(ROOT / "scripts" / script), *required, flag],

@@ -1,0 +1,262 @@
+"""The leaderboard report: every estimator of a setting in one table, and the paired comparisons.
+
+Per setting (an arm's ``labels["setting"]``; its row name is ``labels["row"]``):
+loss evaluations per step (the registry's), steps, seeds, the training negative
+ELBO (the mean of the last 1 % of steps), the test bounds, the inference
+network's gradient variance at fixed steps and ms per step (a bench file's);
+then, paired by seed, DisARM against RLOO-2, every row at equal loss evaluations
+and at equal wall time, each GR row against the unbiased estimators, and the
+test bound's differences seed by seed. Rows are compared only with rows of the
+setting's length and seeds (the most common); the others are listed as not
+compared.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import statistics
+from collections.abc import Mapping
+
+from experiments.studies import records, tables
+from experiments.studies.runner import Readings, Report
+from gr_jax import estimators
+
+MODELS = {"bernoulli_linear": "linear", "bernoulli_nonlinear": "non-linear"}
+DATASETS = {
+  "fashion_mnist": "Fashion-MNIST",
+  "mnist": "MNIST",
+  "binarized_mnist": "static binarized MNIST",
+}
+VARIANCE_STEPS = (10_000, -1)  # -1: the last step
+
+
+def _final_neg_elbo(member: records.Member, steps: int) -> float | None:
+  """The mean training negative ELBO over the last 1 % of the steps (the logged intervals there)."""
+  window = [v for s, v in member.curve("neg_elbo").items() if s > steps - max(1, steps // 100)]
+  return statistics.mean(window) if window else None
+
+
+def _at(curve: Mapping[int, float], step: float) -> float | None:
+  """The curve at the logged step nearest below ``step``."""
+  logged = [s for s in curve if s <= step]
+  return curve[max(logged)] if logged else None
+
+
+def _read_at(run: records.Run, step: float) -> dict[int, float | None]:
+  return {m.seed: _at(m.curve("neg_elbo"), step) for m in run.members}
+
+
+def _seconds(seconds: float) -> str:
+  return tables.duration(seconds) if seconds >= 120 else f"{seconds:.2f} s"
+
+
+def read_bench(path: str | pathlib.Path) -> dict[tuple[str, str], tuple[float, str]]:
+  """``scripts/bench_vae.py --out`` rows: (model, "B=<batch> <estimator>") -> (ms, device)."""
+  if not path or not pathlib.Path(path).is_file():
+    return {}
+  rows = json.loads(pathlib.Path(path).read_text())
+  return {(r["model"], r["row"]): (r["ms"], r["device"]) for r in rows}
+
+
+def _cells(values: Mapping[str, Mapping[int, float | None]]) -> str:
+  return "; ".join(f"{name} {tables.spread(by_seed.values())}" for name, by_seed in values.items())
+
+
+def _gr_rows(runs: Mapping[str, records.Run]) -> list[str]:
+  """The rows of the registry's Gumbel-Rao family (GR-MCK, GR-QMCK, GR-exact)."""
+  return [n for n, r in runs.items() if estimators.get(r.estimator).family == "gumbel_rao"]
+
+
+def report(
+  readings: Readings,
+  header: list[str],
+  footer: list[str],
+  bench: str = "",
+  variance_steps: tuple[int, ...] = VARIANCE_STEPS,
+) -> Report:
+  """The leaderboard page: ``header`` lines, one section per setting, the arms not measured,
+  ``footer`` lines; the gradient variance at ``variance_steps`` (-1: the last)."""
+  timings_by_row = read_bench(bench)
+  settings: dict[str, dict[str, records.Run]] = {}
+  for name in sorted(readings.runs):
+    labels = readings.arms[name].labels
+    settings.setdefault(labels["setting"], {})[labels["row"]] = readings.runs[name]
+  lines, data = list(header), {}
+  for setting, runs in settings.items():
+    section, data[setting] = _section(runs, timings_by_row, variance_steps)
+    lines += section
+  lines += readings.missing_lines() + footer
+  return Report("\n".join(lines) + "\n", data)
+
+
+def _section(runs, timings_by_row, variance_steps):
+  # The setting's temperature: most rows'; a row at another one is labelled with its own.
+  tau = statistics.mode(r.config["tau"] for r in runs.values())
+  config = next(r for r in runs.values() if r.config["tau"] == tau).config
+  # Rows are compared at the setting's length and seeds (the most common); others are listed.
+  shape = collections.Counter((r.steps, r.seeds) for r in runs.values()).most_common(1)[0][0]
+  compared = {n: r for n, r in runs.items() if (r.steps, r.seeds) == shape}
+  title = f"{MODELS.get(config['model'], config['model'])}, "
+  title += DATASETS.get(config["dataset"], config["dataset"])
+  extra = (config.get("extra_test_samples") or [None])[0]
+  timings = {
+    n: timings_by_row.get((config["model"], f"B={config['batch_size']} {r.estimator}"))
+    for n, r in runs.items()
+  }
+  lines = [
+    "",
+    f"## {title} ({config['binarization']} binarization)",
+    "",
+    f"Batch {config['batch_size']}, optimizer {config['optimizer']} (lr {config['learning_rate']},"
+    f" prior {config['prior_learning_rate']}), τ {tau}.",
+    "",
+  ]
+  header = ["estimator", "loss evals / step", "steps", "seeds", "train −ELBO"]
+  header += [f"test IWAE-{config['num_eval_samples']}", f"test IWAE-{extra}"]
+  header += [f"log10 Var at {'end' if s < 0 else f'{s:,}'}" for s in variance_steps]
+  rows, data = [], {}
+  for name, run in runs.items():
+    label = run.estimator + (f" (τ {run.config['tau']})" if run.config["tau"] != tau else "")
+    logged = lambda step: [  # noqa: E731  (a step not measured is no value, not a divergence)
+      v
+      for m in run.members
+      if (v := m.curve("log10_grad_variance").get(run.steps if step < 0 else step)) is not None
+    ]
+    variance = [tables.spread(logged(s)) for s in variance_steps]
+    ms = f"{timings[name][0]:.2f}" if timings[name] else "-"
+    rows.append(
+      [
+        label,
+        estimators.get(run.estimator).loss_evaluations,
+        f"{run.steps:,}",
+        len(run.members),
+        tables.spread(_final_neg_elbo(m, run.steps) for m in run.members),
+        tables.spread(m.value("test_nll") for m in run.members),
+        tables.spread(m.value(f"test_nll_M{extra}") for m in run.members),
+        *variance,
+        ms,
+      ]
+    )
+    data[name] = {
+      "estimator": run.estimator,
+      "tau": run.config["tau"],
+      "steps": run.steps,
+      "seeds": list(run.seeds),
+      "test_nll": run.by_seed("test_nll"),
+      "train_neg_elbo": {m.seed: _final_neg_elbo(m, run.steps) for m in run.members},
+      "ms_per_step": timings[name][0] if timings[name] else None,
+    }
+  lines += tables.markdown_table([*header, "ms / step"], rows)
+  devices = sorted({timing[1] for timing in timings.values() if timing})
+  if devices:
+    lines += ["", f"ms / step: `scripts/bench_vae.py` on {', '.join(devices)}."]
+  others = sorted(set(runs) - set(compared))
+  if others:
+    lines += [
+      "",
+      f"Not compared below (not of the setting's {shape[0]:,} steps and seeds {list(shape[1])}): "
+      + ", ".join(f"{n} ({runs[n].steps:,} steps, seeds {list(runs[n].seeds)})" for n in others)
+      + ".",
+    ]
+  lines += _claims(compared, {n: timings[n] for n in compared})
+  lines += _test_by_seed(compared, config["num_eval_samples"], list(shape[1]))
+  return lines, data
+
+
+def _claims(runs, timings) -> list[str]:
+  """The paired DisARM - RLOO-2 line, the equal-evaluation and equal-wall-time lines, and each GR
+  row against RLOO-2 and DisARM paired by seed at those budgets."""
+  lines = []
+  if "disarm" in runs and "rloo2" in runs:
+    rloo, disarm = runs["rloo2"], runs["disarm"]
+    variance_of = lambda run, step: {  # noqa: E731
+      m.seed: m.curve("log10_grad_variance").get(step) for m in run.members
+    }
+    steps = sorted({s for m in rloo.members for s in m.curve("log10_grad_variance")})
+    variance = {s: tables.paired(variance_of(rloo, s), variance_of(disarm, s)) for s in steps if s}
+    elbo = tables.paired(
+      {m.seed: _final_neg_elbo(m, rloo.steps) for m in rloo.members},
+      {m.seed: _final_neg_elbo(m, disarm.steps) for m in disarm.members},
+    )
+    test = tables.paired(rloo.by_seed("test_nll"), disarm.by_seed("test_nll"))
+    pairs = [d for p in variance.values() for d in p.differences]
+    lines += [
+      "",
+      "DisARM − RLOO-2 at equal evaluations (two per step), paired by seed: log10 Var "
+      + ", ".join(
+        f"{tables.spread(p.differences)} at {s:,}" for s, p in variance.items() if p.differences
+      )
+      + f" (DisARM's lower at {sum(d < 0 for d in pairs)} of the {len(pairs)} (seed, step)"
+      f" pairs); train −ELBO {tables.spread(elbo.differences)}; test IWAE-100"
+      f" {tables.spread(test.differences)} (negative: DisARM lower).",
+    ]
+  evaluations = {n: estimators.get(r.estimator).loss_evaluations for n, r in runs.items()}
+  budget = min(r.steps * evaluations[n] for n, r in runs.items())
+  at_budget = {
+    "equal loss evaluations": {n: _read_at(r, budget / evaluations[n]) for n, r in runs.items()}
+  }
+  lines += [
+    "",
+    f"Train −ELBO at equal loss evaluations ({budget:,} each, read on the training curves): "
+    + _cells(at_budget["equal loss evaluations"])
+    + ".",
+  ]
+  if all(timings.values()):
+    seconds = min(runs[n].steps * timings[n][0] / 1e3 for n in runs)
+    at_budget["equal wall time"] = {
+      n: _read_at(r, seconds * 1e3 / timings[n][0]) for n, r in runs.items()
+    }
+    lines += [
+      "",
+      f"Train −ELBO at equal wall time ({_seconds(seconds)} of training steps at the"
+      f" bench's ms per step, {next(iter(timings.values()))[1]}): "
+      + _cells(at_budget["equal wall time"])
+      + ".",
+    ]
+  unbiased = [n for n in ("rloo2", "disarm") if n in runs]
+  for name in _gr_rows(runs) if unbiased else []:
+    cells = [
+      f"{name} − {other}"
+      f" {tables.spread(tables.paired(values[other], values[name]).differences)} at {budget_name}"
+      for other in unbiased
+      for budget_name, values in at_budget.items()
+    ]
+    lines += [
+      "",
+      f"{name} against the unbiased estimators, train −ELBO paired by seed: "
+      + "; ".join(cells)
+      + " (negative: GR lower).",
+    ]
+  return lines
+
+
+def _test_by_seed(runs, num_samples: int, seeds: list) -> list[str]:
+  """The test bound's differences seed by seed: every row against DisARM, the row with the lowest
+  mean against every other, each GR row against ST-GS."""
+  test = {n: r.by_seed("test_nll") for n, r in runs.items()}
+  means = {n: tables.mean(t.values()) for n, t in test.items()}
+  best = min((n for n in means if means[n] is not None), key=means.get)
+  groups = []
+  if "disarm" in runs:
+    groups.append(("against DisARM", [(n, "disarm") for n in runs if n != "disarm"]))
+  groups.append((f"the lowest ({best}) against the others", [(best, n) for n in runs if n != best]))
+  if "st_gs" in runs and (gr_rows := _gr_rows(runs)):
+    groups.append(("GR against ST-GS", [(n, "st_gs") for n in gr_rows]))
+  lines = []
+  for title, pairs in groups:
+    cells = []
+    for b, a in pairs:
+      difference = tables.paired(test[a], test[b])
+      cells.append(
+        f"{b} − {a} {difference.by_seed()} ({b} lower on {difference.lower} of"
+        f" {len(difference.seeds)})"
+      )
+    lines += [
+      "",
+      f"Test IWAE-{num_samples} by seed ({', '.join(map(str, seeds))}), {title}: "
+      + "; ".join(cells)
+      + ".",
+    ]
+  return lines

@@ -1,0 +1,216 @@
+"""Studies as declarations: arms (config + overrides + seeds), a report, claims; one runner.
+
+A study file's ``get_study()`` returns a :class:`Study`. Each :class:`Arm` is
+one population (``population.search='lists'`` over its seeds and any other
+lists) trained by ``python -m experiments.main`` in ``OUT/<arm.name>``; the
+report reads every arm through :mod:`experiments.studies.records` and returns
+Markdown and JSON. Finished populations are read (from the workdir, else from
+the kept records), interrupted ones resume, so a study's command can be rerun
+until it completes.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pathlib
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from experiments.studies import launch, records
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+  """One population of a study.
+
+  Attributes:
+    name: its folder under the study's ``--out`` and ``--records`` (e.g. "setting/estimator").
+    config: the config file (relative to the clone; ``FILE:ARG`` passes ARG to get_config).
+    overrides: ``FIELD=VALUE`` config overrides.
+    seeds: the population's seeds.
+    lists: other population lists trained together with the seeds (e.g. ``{"tau": (0.64, 0.25)}``).
+    dataset_dir: the folder under ``--data_root`` that ``data_dir`` points to ("" = none).
+    labels: what the report groups and names the arm by (e.g. setting, estimator).
+  """
+
+  name: str
+  config: str
+  overrides: tuple[str, ...] = ()
+  seeds: tuple[int, ...] = (0,)
+  lists: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+  dataset_dir: str = ""
+  labels: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  def command_overrides(self, extra: Sequence[str] = (), data_root: str = "") -> list[str]:
+    """Every override the arm's population trains with."""
+    lists = {**self.lists, "seed": self.seeds}
+    population = [
+      f"population.{field}=({','.join(str(v) for v in values)},)" for field, values in lists.items()
+    ]
+    data = [f"data_dir={pathlib.Path(data_root) / self.dataset_dir}"] if data_root else []
+    return [*self.overrides, "population.search=lists", *population, *extra, *data]
+
+  def expect(self, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """The top-level config fields the arm's records must hold (its and ``--set``'s overrides)."""
+    expected = {}
+    for override in [*self.overrides, *extra]:
+      field, _, value = override.partition("=")
+      if "." in field:
+        continue
+      try:
+        expected[field] = ast.literal_eval(value)
+      except (ValueError, SyntaxError):
+        expected[field] = value
+    return expected
+
+
+@dataclasses.dataclass(frozen=True)
+class Readings:
+  """Every arm's finished run, and why the others are not in the tables."""
+
+  runs: Mapping[str, records.Run]
+  missing: Mapping[str, str]  # arm name -> the reason (not finished, ...)
+  arms: Mapping[str, Arm]
+
+  def get(self, name: str) -> records.Run | None:
+    return self.runs.get(name)
+
+  def missing_lines(self) -> list[str]:
+    """The arms not measured, one line each, for every page that tabulates the others."""
+    if not self.missing:
+      return []
+    lines = ["", f"Not in the tables ({len(self.missing)} of {len(self.arms)} arms):", ""]
+    return lines + [f"- `{name}`: {reason}" for name, reason in self.missing.items()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+  """What a study writes: ``OUT/<name>.md`` and ``OUT/<name>.json``."""
+
+  markdown: str
+  data: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """A study: its arms, where its records are kept, and how its runs become tables.
+
+  Attributes:
+    name: the table files' base name (``OUT/<name>.md`` / ``.json``).
+    arms: the populations, each with a unique name.
+    report: ``Readings -> Report``.
+    records: the tracked folder that keeps each finished arm's records.
+    page: a docs page the report is also written to with ``--page`` (generated only).
+    command: the study's command line as the page prints it.
+  """
+
+  name: str
+  arms: tuple[Arm, ...]
+  report: Callable[[Readings], Report]
+  records: str = ""
+  page: str = ""
+  command: str = ""
+
+  def __post_init__(self):
+    names = [arm.name for arm in self.arms]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+      raise ValueError(f"study {self.name}: arm names must be unique; repeated: {duplicates}")
+
+  def select(self, names: Sequence[str] | None) -> tuple[Arm, ...]:
+    """The arms named (each an arm's name, or a prefix of names ending in '/'); all for None."""
+    if not names:
+      return self.arms
+    chosen = []
+    for name in names:
+      matching = [
+        a for a in self.arms if a.name == name or a.name.startswith(name.rstrip("/") + "/")
+      ]
+      if not matching:
+        raise ValueError(
+          f"--arms: {name!r} is not an arm of study {self.name}; its arms:"
+          f" {', '.join(a.name for a in self.arms)}"
+        )
+      chosen += [a for a in matching if a not in chosen]
+    return tuple(chosen)
+
+
+def check(study: Study, arms: Sequence[Arm], extra: Sequence[str], data_root: str) -> None:
+  """Every arm's config and overrides load (one LaunchError line otherwise), before training."""
+  for arm in arms:
+    launch.load_config(arm.config, arm.command_overrides(extra, data_root))
+
+
+def train(
+  study: Study,
+  arms: Sequence[Arm],
+  out: pathlib.Path,
+  records_dir: pathlib.Path | None,
+  extra: Sequence[str] = (),
+  data_root: str = "",
+) -> None:
+  """Trains (or resumes, or reads from records) each arm's population, in order."""
+  for arm in arms:
+    kept = records_dir / arm.name if records_dir else None
+    launch.train(arm.config, out / arm.name, arm.command_overrides(extra, data_root), kept)
+
+
+def read(
+  study: Study, out: pathlib.Path, records_dir: pathlib.Path | None, extra: Sequence[str] = ()
+) -> Readings:
+  """Each arm's run from its workdir under ``out``, else from its kept records.
+
+  A run that has not finished is listed as missing with its reason; any other
+  RecordError (records of another config, a cut metrics file) is raised.
+  """
+  runs, missing = {}, {}
+  for arm in study.arms:
+    places = [out / arm.name] + ([records_dir / arm.name] if records_dir else [])
+    for place in places:
+      try:
+        runs[arm.name] = records.read_run(place, arm.expect(extra))
+        break
+      except records.Unfinished as e:
+        missing[arm.name] = str(e).split(": ", 1)[-1]
+    else:
+      continue
+    missing.pop(arm.name, None)
+  return Readings(runs=runs, missing=missing, arms={a.name: a for a in study.arms})
+
+
+def slurm_script(
+  study_file: str,
+  study: Study,
+  arms: Sequence[Arm],
+  out: str,
+  records_dir: str,
+  extra: Sequence[str],
+  data_root: str,
+  time: str = "24:00:00",
+) -> str:
+  """A SLURM job array (one task per arm) and, after it, the job that writes the tables."""
+  base = ["python", "-m", "experiments.study", f"--study={study_file}", f"--out={out}"]
+  base += [f"--records={records_dir}"] if records_dir else []
+  base += [f"--set={o}" for o in extra] + ([f"--data_root={data_root}"] if data_root else [])
+  names = " ".join(shlex.quote(a.name) for a in arms)
+  task = shlex.join([*base, "--tables=false"]) + ' --arms="${ARMS[$SLURM_ARRAY_TASK_ID]}"'
+  tables_command = shlex.join([*base, "--run=false"])
+  return f"""#!/bin/bash
+#SBATCH --job-name={study.name}
+#SBATCH --array=0-{len(arms) - 1}
+#SBATCH --time={time}
+# Study {study.name}: one array task per arm; submit with
+#   array=$(sbatch --parsable THIS_FILE)
+#   sbatch --dependency=afterok:$array --time=00:30:00 --wrap="bash THIS_FILE tables"
+cd "${{GR_JAX_CLONE:-$HOME/gr_jax}}"        # the clone
+source .venv/bin/activate                  # the README's install (".[cuda]" on GPUs)
+export GR_JAX_DATA="${{GR_JAX_DATA:-$HOME/data}}"  # the data root
+ARMS=({names})
+if [ "$1" = tables ]; then
+  {tables_command}
+else
+  {task}
+fi
+"""

@@ -1,0 +1,112 @@
+"""Runs a study (configs/studies/*.py): trains what is missing, then writes its tables.
+
+  python -m experiments.study --study=configs/studies/field.py --out=runs/field \
+      --data_root=../shared/data [--records=records/field] [--arms=...] [--run=false]
+
+Each arm of the study is one population in ``OUT/<arm>``: finished ones are read
+(from the workdir, else from the study's kept records), interrupted ones resume,
+and each one's records are kept (``--records``, the study's own folder by
+default) as it finishes. Then ``OUT/<study>.md`` and ``.json`` are written (and,
+with ``--page``, the study's docs page). ``--slurm=FILE`` writes a SLURM job
+array instead, one task per arm, and the job that writes the tables after it.
+"""
+
+from experiments import start_up_signals  # noqa: I001
+
+start_up_signals.quit_while_loading()  # first, before jax loads
+
+import importlib.util
+import pathlib
+import sys
+
+from absl import app, flags
+
+from experiments.studies import launch, records, runner, tables
+
+_STUDY = flags.DEFINE_string("study", None, "The study file (configs/studies/NAME.py).")
+_OUT = flags.DEFINE_string("out", None, "Directory for the arms' workdirs and the tables.")
+_RECORDS = flags.DEFINE_string(
+  "records",
+  None,
+  "The tracked folder that keeps each finished arm's records (default: the study's own, e.g."
+  " records/field; '' keeps none).",
+)
+_RUN = flags.DEFINE_bool("run", True, "Train what is missing (false: only tabulate).")
+_TABLES = flags.DEFINE_bool("tables", True, "Write the tables after training.")
+_ARMS = flags.DEFINE_list("arms", None, "Train only these arms (names, or 'prefix/').")
+_SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every arm.")
+_DATA_ROOT = flags.DEFINE_string("data_root", "", "A directory holding the arms' dataset folders.")
+_PAGE = flags.DEFINE_bool("page", False, "Also write the study's docs page (generated only).")
+_SLURM = flags.DEFINE_string("slurm", "", "Write a SLURM job-array script here instead of running.")
+flags.mark_flags_as_required(["study", "out"])
+
+
+def load_study(path: str) -> runner.Study:
+  """The Study of a study file's get_study(); one line when the file does not give one."""
+  file = pathlib.Path(path)
+  if not file.is_file():
+    raise ValueError(f"--study={path}: no such file (the studies: configs/studies/*.py)")
+  spec = importlib.util.spec_from_file_location(f"study_{file.stem}", file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  if not hasattr(module, "get_study"):
+    raise ValueError(f"--study={path}: the file defines no get_study()")
+  study = module.get_study()
+  if not isinstance(study, runner.Study):
+    raise ValueError(f"--study={path}: get_study() must return an experiments.studies.runner.Study")
+  return study
+
+
+def _records_dir(study: runner.Study) -> pathlib.Path | None:
+  value = study.records if _RECORDS.value is None else _RECORDS.value
+  return pathlib.Path(value) if value else None
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  start_up_signals.interrupt_while_starting()
+  try:
+    _study()
+  except (ValueError, launch.LaunchError, records.RecordError) as e:
+    sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted: the finished arms are kept; run the same command again to go on.")
+
+
+def _study():
+  study = load_study(_STUDY.value)
+  arms = study.select(_ARMS.value)
+  out, records_dir = pathlib.Path(_OUT.value), _records_dir(study)
+  if records_dir and out.resolve().is_relative_to(records_dir.resolve()):
+    raise ValueError(
+      f"--out={out} lies in the records folder {records_dir}: the runs and tables would overwrite"
+      " kept records; give another --out"
+    )
+  runner.check(study, arms, _SET.value, _DATA_ROOT.value)
+  if _SLURM.value:
+    script = runner.slurm_script(
+      _STUDY.value, study, arms, str(out), str(records_dir or ""), _SET.value, _DATA_ROOT.value
+    )
+    pathlib.Path(_SLURM.value).write_text(script)
+    print(f"wrote {_SLURM.value}: {len(arms)} array tasks (one per arm), then its tables job")
+    return
+  records.check_writable(out, "--out")
+  if _RUN.value:
+    if records_dir:
+      records.check_writable(records_dir, "--records")
+    runner.train(study, arms, out, records_dir, _SET.value, _DATA_ROOT.value)
+  if not _TABLES.value:
+    return
+  readings = runner.read(study, out, records_dir, _SET.value)
+  report = study.report(readings)
+  markdown, _ = tables.write(out, study.name, report.markdown, report.data)
+  if _PAGE.value and study.page:
+    pathlib.Path(study.page).write_text(report.markdown.rstrip("\n") + "\n")
+    print(f"wrote {study.page}")
+  print(report.markdown)
+  print(f"(written to {markdown} and its .json)")
+
+
+if __name__ == "__main__":
+  app.run(main)

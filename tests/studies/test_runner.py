@@ -1,0 +1,196 @@
+"""experiments/studies/runner.py and the study command: arms, reading, refusals, SLURM arrays."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments.studies import launch, runner
+from tests.cli import ROOT
+from tests.studies.canned import simple_run
+
+TINY = (
+  "dataset=synthetic",
+  "encoder_widths=(8,)",
+  "decoder_widths=(8,)",
+  "num_steps=2",
+  "num_eval_samples=5",
+  "eval_batch_size=25",
+  "iwae_chunk_size=5",
+)
+
+STUDY = '''
+"""A tiny study: two estimators, two seeds, the test bound paired by seed."""
+
+from experiments.studies import tables
+from experiments.studies.runner import Arm, Report, Study
+
+TINY = {tiny!r}
+
+
+def report(readings):
+  a, b = readings.get("st_gs"), readings.get("gr_mc10")
+  rows = [[n, tables.spread(run.by_seed("test_nll").values())] for n, run in readings.runs.items()]
+  lines = tables.markdown_table(["arm", "test"], rows)
+  if a and b:
+    difference = tables.paired(a.by_seed("test_nll"), b.by_seed("test_nll"))
+    lines.append("gr_mc10 - st_gs " + difference.cell())
+  lines += readings.missing_lines()
+  return Report("\\n".join(lines), {{n: r.by_seed("test_nll") for n, r in readings.runs.items()}})
+
+
+def get_study():
+  arms = tuple(
+    Arm(name, "configs/vae_16ary.py", (f"estimator={{name}}", *TINY), seeds=(0, 1))
+    for name in ("st_gs", "gr_mc10")
+  )
+  return Study("tiny", arms, report, records="{records}")
+'''
+
+
+def _study_file(tmp_path, records):
+  path = tmp_path / "tiny_study.py"
+  path.write_text(STUDY.format(tiny=TINY, records=records))
+  return path
+
+
+def _study(*args, env=None):
+  return subprocess.run(
+    [sys.executable, "-m", "experiments.study", *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=900,
+    env={**os.environ, **(env or {})},
+  )
+
+
+def test_an_arm_trains_its_seeds_as_one_population_and_expects_its_fields():
+  arm = runner.Arm(
+    "s/st_gs", "c.py", ("estimator=st_gs", "tau=0.5"), seeds=(0, 2), lists={"tau": (1, 2)}
+  )
+  assert arm.command_overrides(["num_steps=5"], data_root="/data") == [
+    "estimator=st_gs",
+    "tau=0.5",
+    "population.search=lists",
+    "population.tau=(1,2,)",
+    "population.seed=(0,2,)",
+    "num_steps=5",
+    "data_dir=/data",
+  ]
+  assert arm.expect(["num_steps=5", "population.size=3"]) == {
+    "estimator": "st_gs",
+    "tau": 0.5,
+    "num_steps": 5,
+  }
+
+
+def test_arms_are_selected_by_name_or_prefix_and_a_wrong_name_is_one_line():
+  study = runner.Study(
+    "s", (runner.Arm("a/x", "c"), runner.Arm("a/y", "c"), runner.Arm("b", "c")), None
+  )
+  assert [a.name for a in study.select(["a/"])] == ["a/x", "a/y"]
+  assert [a.name for a in study.select(["b", "a/x"])] == ["b", "a/x"]
+  with pytest.raises(ValueError, match="'c' is not an arm of study s; its arms: a/x, a/y, b"):
+    study.select(["c"])
+  with pytest.raises(ValueError, match="arm names must be unique"):
+    runner.Study("s", (runner.Arm("a", "c"), runner.Arm("a", "c")), None)
+
+
+def test_reading_prefers_the_workdir_then_the_records_and_lists_what_is_missing(tmp_path):
+  arms = tuple(runner.Arm(n, "c", (f"estimator={n}",)) for n in ("st_gs", "gr_mc10", "zgr"))
+  study = runner.Study("s", arms, None)
+  simple_run(tmp_path / "records" / "st_gs", estimator="st_gs")
+  simple_run(tmp_path / "out" / "st_gs", estimator="st_gs", seeds=(5,))
+  simple_run(tmp_path / "records" / "gr_mc10", estimator="gr_mc10")
+  readings = runner.read(study, tmp_path / "out", tmp_path / "records")
+  assert readings.get("st_gs").seeds == (5,)  # the workdir's own run
+  assert readings.get("gr_mc10").seeds == (0, 1)
+  assert readings.missing == {"zgr": "no such run (not trained, and no records kept)"}
+  simple_run(tmp_path / "records" / "zgr", estimator="st_gs")  # a mistaken copy
+  with pytest.raises(Exception, match="estimator='st_gs' where this arm expects 'zgr'"):
+    runner.read(study, tmp_path / "out", tmp_path / "records")
+
+
+def test_a_bad_config_file_argument_or_override_is_one_line():
+  with pytest.raises(launch.LaunchError) as info:
+    launch.load_config("configs/bernoulli_vae_nonlinear.py:bad_arg", [])
+  assert "\n" not in str(info.value) and "bad_arg" in str(info.value)
+  with pytest.raises(launch.LaunchError, match="config.estimater"):
+    launch.load_config("configs/vae_16ary.py", ["estimater=st_gs"])
+  assert launch.load_config("configs/vae_16ary.py", ["num_steps=7"]).num_steps == 7
+
+
+@pytest.mark.parametrize(
+  "args, message",
+  [
+    (["--study=configs/studies/nothing.py"], "no such file"),
+    (["--study=configs/studies/field.py", "--arms=x"], "'x' is not an arm of study leaderboard"),
+    (["--study=configs/studies/field.py", "--set=estimater=st_gs"], "config.estimater"),
+    (["--study=configs/studies/field.py", "--records=OUT"], "lies in the records folder"),
+  ],
+)
+def test_the_command_refuses_bad_flags_in_one_line_before_any_work(tmp_path, args, message):
+  out = tmp_path / "out"
+  args = [a.replace("OUT", str(out)) for a in args]
+  result = _study(*args, f"--out={out}")
+  assert result.returncode == 1, result.stderr
+  assert result.stderr.startswith("error: ") and message in result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_an_unwritable_records_folder_is_refused_before_training(tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  study = _study_file(tmp_path, blocker / "records")
+  result = _study(f"--study={study}", f"--out={tmp_path / 'out'}")
+  assert (
+    result.returncode == 1
+    and "--records=" in result.stderr
+    and "cannot be written" in result.stderr
+  )
+  assert not (tmp_path / "out" / "st_gs").exists()
+
+
+@pytest.mark.slow
+def test_a_study_trains_keeps_records_and_a_slurm_array_gives_the_same_tables(tmp_path):
+  records = tmp_path / "records"
+  study = _study_file(tmp_path, records)
+  one = _study(f"--study={study}", f"--out={tmp_path / 'one'}")
+  assert one.returncode == 0, one.stderr[-3000:]
+  table = (tmp_path / "one" / "tiny.md").read_text()
+  assert "| st_gs |" in table and "gr_mc10 - st_gs" in table and "(lower on" in table
+  assert sorted(p.name for p in (records / "gr_mc10").iterdir()) == [
+    "config.json",
+    "metrics.jsonl",
+    "results.json",
+    "summary.md",
+  ]
+  # A fresh clone: no runs, the records kept; the tables are read from them, nothing trained.
+  again = _study(f"--study={study}", f"--out={tmp_path / 'fresh'}", "--run=false")
+  assert again.returncode == 0 and (tmp_path / "fresh" / "tiny.md").read_text() == table
+  # The SLURM array: each task trains its arm, then the tables job; the tables are the same.
+  script = tmp_path / "array.sh"
+  array_out = tmp_path / "array"
+  made = _study(f"--study={study}", f"--out={array_out}", "--records=", f"--slurm={script}")
+  assert made.returncode == 0, made.stderr
+  text = script.read_text()
+  assert "#SBATCH --array=0-1" in text and "source .venv/bin/activate" in text
+  assert "GR_JAX_DATA" in text and "sbatch --dependency=afterok:$array" in text
+  env = {"GR_JAX_CLONE": str(ROOT), "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+  for task in ("0", "1"):
+    done = subprocess.run(
+      ["bash", str(script)],
+      env={**os.environ, **env, "SLURM_ARRAY_TASK_ID": task},
+      capture_output=True,
+      text=True,
+      timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (array_out / "tiny.md").exists()  # the tasks write no tables
+  done = subprocess.run(
+    ["bash", str(script), "tables"], env={**os.environ, **env}, capture_output=True, text=True
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert (array_out / "tiny.md").read_text() == table

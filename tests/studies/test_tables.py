@@ -1,0 +1,30 @@
+"""experiments/studies/tables.py: spreads over seeds and differences paired by seed."""
+
+import math
+
+from experiments.studies import tables
+
+
+def test_spread_counts_what_is_not_finite_instead_of_failing():
+  assert tables.spread([1.0, 3.0]) == "2.00 ± 1.41"
+  assert tables.spread([2.0]) == "2.00 ± n/a"
+  assert tables.spread([1.0, 3.0, math.nan, None]) == "2.00 ± 1.41 (2 not finite)"
+  assert tables.spread([math.nan]) == "- (1 not finite)"
+  assert tables.spread([]) == "-"
+
+
+def test_paired_differences_use_the_seeds_both_hold_and_name_the_others():
+  a = {0: 10.0, 1: 11.0, 2: 12.0, 3: 5.0}
+  b = {0: 9.0, 1: 12.0, 2: math.nan, 4: 1.0}
+  difference = tables.paired(a, b)
+  assert difference.differences == (-1.0, 1.0) and difference.seeds == (0, 1)
+  assert difference.unpaired == (2, 3, 4)
+  assert difference.lower == 1
+  assert difference.cell() == "0.00 ± 1.41 (lower on 1 of 2); seeds [2, 3, 4] unpaired"
+  assert difference.by_seed() == "-1.00, +1.00"
+  assert tables.paired({0: 1.0}, {1: 2.0}).cell() == "-"
+
+
+def test_write_makes_the_markdown_and_json_files(tmp_path):
+  md, js = tables.write(tmp_path / "out", "table", "| a |\n", {"a": 1})
+  assert md.read_text() == "| a |\n" and js.read_text() == '{\n "a": 1\n}\n'
