@@ -1,0 +1,67 @@
+"""The leaderboard at each estimator's best temperature: tau searched on validation.
+
+The DisARM protocol (configs/studies/field.py) fixes the optimizer and learning
+rate for every estimator, and so does this search. Each estimator with a
+temperature trains one seed (0) at every tau of ``TAUS`` for the full length, as
+one population (``OUT/<setting>/search/<estimator>``); the tau with the best
+validation IWAE-100 is then trained again with fresh seeds (1, 2, 3), whose test
+bounds are the reported numbers (no selection bias in what is reported).
+
+  python -m experiments.study --study=configs/studies/tuned.py --out=runs/tuned \
+      --data_root=../shared/data [--arms=nonlinear_fashion_mnist/]
+
+This file declares the search (the first phase); the fresh-seed arms and the
+tuned tables follow from the search's records.
+"""
+
+from experiments.studies import tables
+from experiments.studies.runner import Arm, Report, Study
+
+SETTINGS = {
+  "nonlinear_fashion_mnist": ("configs/bernoulli_vae_nonlinear.py", "fashion_mnist"),
+}
+ESTIMATORS = ("st_gs", "gs", "reinmax", "gr_mc10", "gr_exact")
+TAUS = (0.1, 0.25, 0.5, 1.0, 1.5)  # the union of the regions the papers select
+SEARCH_SEED = 0
+STEPS = 100_000
+
+
+def _arms():
+  for setting, (config, dataset) in SETTINGS.items():
+    for estimator in ESTIMATORS:
+      yield Arm(
+        name=f"{setting}/search/{estimator}",
+        config=config,
+        overrides=(f"estimator={estimator}", f"num_steps={STEPS}"),
+        seeds=(SEARCH_SEED,),
+        lists={"tau": TAUS},
+        dataset_dir=dataset,
+        labels={"setting": setting, "estimator": estimator},
+      )
+
+
+def _report(readings) -> Report:
+  rows, data = [], {}
+  for name, run in readings.runs.items():
+    by_tau = {m.results["tau"]: m for m in run.members}
+    valid = {tau: m.value("valid_nll") for tau, m in by_tau.items()}
+    finite = {tau: v for tau, v in valid.items() if v is not None}
+    selected = min(finite, key=finite.get) if finite else None
+    for tau, member in sorted(by_tau.items()):
+      mark = " (selected)" if tau == selected else ""
+      rows.append(
+        [
+          name,
+          f"{tau:g}{mark}",
+          tables.significant(member.value("valid_nll"), 5),
+          tables.significant(member.value("test_nll"), 5),
+        ]
+      )
+    data[name] = {"selected_tau": selected, "valid_nll": valid}
+  lines = ["# Temperature search (seed 0, validation IWAE-100)", ""]
+  lines += tables.markdown_table(["arm", "tau", "valid IWAE-100", "test IWAE-100"], rows)
+  return Report("\n".join(lines + readings.missing_lines()), data)
+
+
+def get_study() -> Study:
+  return Study(name="tuned", arms=tuple(_arms()), report=_report, records="records/tuned")
