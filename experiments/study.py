@@ -23,7 +23,9 @@ from absl import app, flags
 
 from experiments.studies import launch, records, runner, tables
 
-_STUDY = flags.DEFINE_string("study", None, "The study file (configs/studies/NAME.py).")
+_STUDY = flags.DEFINE_string(
+  "study", None, "The study file (configs/studies/NAME.py; NAME.py:ARG passes ARG to get_study)."
+)
 _OUT = flags.DEFINE_string("out", None, "Directory for the arms' workdirs and the tables.")
 _RECORDS = flags.DEFINE_string(
   "records",
@@ -43,6 +45,7 @@ flags.mark_flags_as_required(["study", "out"])
 
 def load_study(path: str) -> runner.Study:
   """The Study of a study file's get_study(); one line when the file does not give one."""
+  path, _, arg = path.partition(":")
   file = pathlib.Path(path)
   if not file.is_file():
     raise ValueError(f"--study={path}: no such file (the studies: configs/studies/*.py)")
@@ -51,7 +54,7 @@ def load_study(path: str) -> runner.Study:
   spec.loader.exec_module(module)
   if not hasattr(module, "get_study"):
     raise ValueError(f"--study={path}: the file defines no get_study()")
-  study = module.get_study()
+  study = module.get_study(arg) if arg else module.get_study()
   if not isinstance(study, runner.Study):
     raise ValueError(f"--study={path}: get_study() must return an experiments.studies.runner.Study")
   return study

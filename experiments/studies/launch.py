@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def _restore_records(records: pathlib.Path, workdir: pathlib.Path, steps: int | 
   workdir.mkdir(parents=True, exist_ok=True)
   for name in records_lib.RECORD_FILES:
     if (records / name).is_file():
-      (workdir / name).write_bytes((records / name).read_bytes())
+      shutil.copy2(records / name, workdir / name)
   print(f"{workdir}: a finished run's records copied from {records}", flush=True)
   return True
 

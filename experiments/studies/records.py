@@ -25,7 +25,8 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-RECORD_FILES = ("config.json", "results.json", "metrics.jsonl", "summary.md")
+# ladder.json: bounds a study computed from a run's checkpoints (experiments/studies/depth.py).
+RECORD_FILES = ("config.json", "results.json", "metrics.jsonl", "summary.md", "ladder.json")
 
 # Config fields that say where and how a run was computed, not what: records that differ in them
 # are records of the same arm (a data directory on another machine, a checkpoint interval).
@@ -283,7 +284,7 @@ def keep(workdir: pathlib.Path, into: pathlib.Path) -> bool:
   into.mkdir(parents=True, exist_ok=True)
   for name in RECORD_FILES:
     if (workdir / name).is_file():
-      shutil.copyfile(workdir / name, into / name)
+      shutil.copy2(workdir / name, into / name)  # its time too: "older" compares them
   return True
 
 

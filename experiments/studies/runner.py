@@ -170,7 +170,7 @@ def read(
     places = [out / arm.name] + ([records_dir / arm.name] if records_dir else [])
     for place in places:
       try:
-        runs[arm.name] = records.read_run(place, arm.expect(extra))
+        runs[arm.name] = records.read_run(place, _expected(arm, extra))
         break
       except records.Unfinished as e:
         missing[arm.name] = str(e).split(": ", 1)[-1]
@@ -178,6 +178,22 @@ def read(
       continue
     missing.pop(arm.name, None)
   return Readings(runs=runs, missing=missing, arms={a.name: a for a in study.arms})
+
+
+# The config fields that say what a run is (beside the arm's overrides): records of an arm must
+# hold the values its config file gives them (a one-layer run under a two-layer arm is refused).
+IDENTITY_FIELDS = ("experiment", "model", "dataset", "binarization", "arity", "num_vars")
+
+
+def _expected(arm: Arm, extra: Sequence[str]) -> dict[str, Any]:
+  if (
+    arm.config.split(":", 1)[0].endswith(".py") and pathlib.Path(arm.config.split(":")[0]).is_file()
+  ):
+    config = launch.load_config(arm.config, arm.command_overrides(extra))
+    identity = {f: config[f] for f in IDENTITY_FIELDS if f in config}
+  else:
+    identity = {}  # an arm whose config file is not here (tests of canned records)
+  return {**identity, **arm.expect(extra)}
 
 
 def slurm_script(
