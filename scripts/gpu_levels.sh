@@ -37,11 +37,12 @@ if [ "${GR_JAX_TRY:-0}" = 1 ]; then
   sizes=1,2
   bench_sizes=(--batch_sizes=2 --ks=2 --repeats=2)
   reference_repeats=2
-  tiny_vae=(--draws=2 --set=num_steps=4 --set=checkpoint_every=2 --set=num_eval_samples=4
-    --set=selection_eval_samples=4 --set=num_eval_examples=20 --set=encoder_widths='(8,)'
-    --set=decoder_widths='(8,)')
-  tiny_listops=(--seeds=1 --learning_rates=0.1 --set=num_train_examples=200 --set=num_epochs=1
-    --set=embed_dim=8 --set=hidden_dim=8 --set=classifier_hidden_dim=8)
+  tiny_vae=(--set=population.size=6 --set=num_steps=4 --set=checkpoint_every=2
+    --set=num_eval_samples=4 --set=selection_eval_samples=4 --set=num_eval_examples=20
+    --set=encoder_widths='(8,)' --set=decoder_widths='(8,)')
+  tiny_listops=(--set='population.seed=(0,)' --set='population.learning_rate=(0.1,)'
+    --set=num_train_examples=200 --set=num_epochs=1 --set=embed_dim=8 --set=hidden_dim=8
+    --set=classifier_hidden_dim=8)
 fi
 
 # step NAME COMMAND...: runs COMMAND with the time left, its output (less info lines) also in
@@ -54,16 +55,17 @@ step() {
   timeout --signal=TERM --kill-after=60 "$left" "$@" 2>&1 | grep -v "^[IW][0-9]" | tee "$out/$name.txt"
 }
 
+# table2 NAME STUDY_ARG ARMS [FLAGS...]: Table 2 cells (configs/studies/table2.py, 3 seeds per draw).
 table2() {
-  local name=$1; shift
-  step "$name" python3 scripts/reproduce.py --table=2 --out="$out/table2" --arities=16 --draws=20 \
-    --seeds_per_draw=3 --data_dir="$data/binarized_mnist" --set=selection_eval_samples=1000 --set=variance_every=0 \
-    --set=eval_every=0 --set=eval_batch_size=500 --name="$name" "$@" "${tiny_vae[@]}"
+  local name=$1 variant=$2 arms=$3; shift 3
+  step "$name" python3 -m experiments.study --study="configs/studies/table2.py:seeds_per_draw=3$variant" \
+    --out="$out/table2${variant//[,=]/_}" --records= --data_root="$data" --arms="$arms" \
+    --set=eval_batch_size=500 "$@" "${tiny_vae[@]}"
 }
 table1() {
-  local name=$1; shift
-  step "$name" python3 scripts/reproduce.py --table=1 --out="$out/table1" --lengths=10 --seeds=5 \
-    --data_dir="$data/listops" --name="$name" "$@" "${tiny_listops[@]}"
+  local name=$1 arms=$2; shift 2
+  step "$name" python3 -m experiments.study --study=configs/studies/table1.py --out="$out/table1" \
+    --records= --data_root="$data" --arms="$arms" "$@" "${tiny_listops[@]}"
 }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$out/device.txt"
@@ -75,10 +77,10 @@ if python3 -c "import torch, gumbel_rao" 2>/dev/null; then
 else
   echo "not run: pytorch_reference (no torch / gumbel-rao-pytorch on the path)" | tee -a "$out/not_run.txt"
 fi
-table2 table2_B20_rest --batch_sizes=20 --estimators=gr_mc1000,st,gs,reinforce
-# Its own --out: the two-layer populations must not be read as the one-layer ones' (same names).
-table2 table2_B20_two_layer --batch_sizes=20 --estimators=st_gs,gr_mc10,gr_mc100 \
-  --config=configs/vae_two_layer_{arity}ary.py --out="$out/table2_two_layer"
-table2 table2_B200 --batch_sizes=200 --estimators=st_gs,gr_mc10,gr_mc100
-table1 table1_L10_tau0.1_1.0 --taus=0.1,1.0 --estimators=st_gs,gr_mc10
+table2 table2_B20_rest "" 16ary_B20/gr_mc1000,16ary_B20/st,16ary_B20/gs,16ary_B20/reinforce
+# Its own --out (table2_two_layer): the two-layer populations have the one-layer ones' names.
+table2 table2_B20_two_layer ",two_layer" 16ary_B20/st_gs,16ary_B20/gr_mc10,16ary_B20/gr_mc100
+table2 table2_B200 "" 16ary_B200/st_gs,16ary_B200/gr_mc10,16ary_B200/gr_mc100
+table1 table1_L10_tau0.1_1.0 \
+  L10_tau0.1_noclip/st_gs,L10_tau0.1_noclip/gr_mc10,L10_tau1.0_noclip/st_gs,L10_tau1.0_noclip/gr_mc10
 echo "== $(date +%T) done"

@@ -13,7 +13,6 @@ import fcntl
 import json
 import math
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -589,50 +588,6 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
       and "Traceback" not in result.stderr
       and last_line(result).startswith(expected)
     )
-
-
-def test_run_grid_groups_seeds_and_learning_rates_into_one_population(tmp_path):
-  command = [
-    sys.executable,
-    "scripts/run_grid.py",
-    "--config=configs/listops_L10.py",
-    f"--out={tmp_path}",
-    "--estimators=st_gs",
-    "--seeds=0,1",
-    "--sweep=learning_rate=0.1,0.5",
-    "--set=dataset=synthetic",
-    "--set=num_train_examples=80",
-    "--set=embed_dim=8",
-    "--set=hidden_dim=8",
-    "--set=classifier_hidden_dim=8",
-    "--set=num_epochs=1",
-    "--metrics=valid_accuracy,test_accuracy",
-    "--select_by=valid_accuracy",
-  ]
-  result = subprocess.run(
-    command,
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=900,
-    env={**os.environ, "PYTHONPATH": str(ROOT)},
-  )
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert [p.name for p in pathlib.Path(tmp_path).iterdir() if p.is_dir()] == [
-    "st_gs"
-  ]  # one population
-  table = json.loads((tmp_path / "table.json").read_text())
-  assert [(row["setting"], row["seeds"]) for row in table] == [
-    (["learning_rate=0.1"], 2),
-    (["learning_rate=0.5"], 2),
-  ]
-  members = json.loads((tmp_path / "st_gs" / "results.json").read_text())["members"]
-  assert sorted((m["seed"], m["learning_rate"]) for m in members) == [
-    (0, 0.1),
-    (0, 0.5),
-    (1, 0.1),
-    (1, 0.5),
-  ]
 
 
 def test_no_selectable_member_is_said_in_one_line(caplog):

@@ -29,10 +29,14 @@ class Arm:
     name: its folder under the study's ``--out`` and ``--records`` (e.g. "setting/estimator").
     config: the config file (relative to the clone; ``FILE:ARG`` passes ARG to get_config).
     overrides: ``FIELD=VALUE`` config overrides.
-    seeds: the population's seeds.
+    seeds: the population's seeds (``search="lists"``).
     lists: other population lists trained together with the seeds (e.g. ``{"tau": (0.64, 0.25)}``).
+    search: ``population.search``: "lists" (every combination of the lists and seeds) or "paper"
+      (the experiment's own random search; its size an override).
     dataset_dir: the folder under ``--data_root`` that ``data_dir`` points to ("" = none).
     labels: what the report groups and names the arm by (e.g. setting, estimator).
+    records: where its records are kept, when not at ``<the study's records>/<name>`` (an arm
+      shared with another study: the same population, kept once).
   """
 
   name: str
@@ -42,15 +46,33 @@ class Arm:
   lists: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
   dataset_dir: str = ""
   labels: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  records: str = ""
+  search: str = "lists"
+
+  def kept_at(self, records_dir: pathlib.Path | None) -> pathlib.Path | None:
+    """Where the arm's records are kept (None: nowhere)."""
+    if self.records:
+      return pathlib.Path(self.records)
+    return records_dir / self.name if records_dir else None
 
   def command_overrides(self, extra: Sequence[str] = (), data_root: str = "") -> list[str]:
     """Every override the arm's population trains with."""
-    lists = {**self.lists, "seed": self.seeds}
+    lists = {**self.lists, "seed": self.seeds} if self.search == "lists" else {}
     population = [
       f"population.{field}=({','.join(str(v) for v in values)},)" for field, values in lists.items()
     ]
     data = [f"data_dir={pathlib.Path(data_root) / self.dataset_dir}"] if data_root else []
-    return [*self.overrides, "population.search=lists", *population, *extra, *data]
+    # One override per field, the last given: ml_collections would append repeated tuple values.
+    last = {}
+    for override in [
+      *self.overrides,
+      f"population.search={self.search}",
+      *population,
+      *extra,
+      *data,
+    ]:
+      last[override.partition("=")[0]] = override
+    return list(last.values())
 
   def expect(self, extra: Sequence[str] = ()) -> dict[str, Any]:
     """The top-level config fields the arm's records must hold (its and ``--set``'s overrides)."""
@@ -73,16 +95,30 @@ class Readings:
   runs: Mapping[str, records.Run]
   missing: Mapping[str, str]  # arm name -> the reason (not finished, ...)
   arms: Mapping[str, Arm]
+  overrides: tuple[str, ...] = ()  # the study's --set overrides (a report lists them as departures)
 
   def get(self, name: str) -> records.Run | None:
     return self.runs.get(name)
+
+  def subset(self, names) -> Readings:
+    """The readings of the named arms only (e.g. one table's)."""
+    names = [n for n in self.arms if n in set(names)]
+    return Readings(
+      runs={n: self.runs[n] for n in names if n in self.runs},
+      missing={n: self.missing[n] for n in names if n in self.missing},
+      arms={n: self.arms[n] for n in names},
+      overrides=self.overrides,
+    )
 
   def missing_lines(self) -> list[str]:
     """The arms not measured, one line each, for every page that tabulates the others."""
     if not self.missing:
       return []
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in self.missing.items():
+      by_reason.setdefault(reason, []).append(f"`{name}`")
     lines = ["", f"Not in the tables ({len(self.missing)} of {len(self.arms)} arms):", ""]
-    return lines + [f"- `{name}`: {reason}" for name, reason in self.missing.items()]
+    return lines + [f"- {reason}: {', '.join(names)}" for reason, names in by_reason.items()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +189,7 @@ def train(
 ) -> None:
   """Trains (or resumes, or reads from records) each arm's population, in order."""
   for arm in arms:
-    kept = records_dir / arm.name if records_dir else None
+    kept = arm.kept_at(records_dir)
     launch.train(arm.config, out / arm.name, arm.command_overrides(extra, data_root), kept)
 
 
@@ -167,7 +203,7 @@ def read(
   """
   runs, missing = {}, {}
   for arm in study.arms:
-    places = [out / arm.name] + ([records_dir / arm.name] if records_dir else [])
+    places = [out / arm.name] + ([arm.kept_at(records_dir)] if arm.kept_at(records_dir) else [])
     for place in places:
       try:
         runs[arm.name] = records.read_run(place, _expected(arm, extra))
@@ -177,7 +213,8 @@ def read(
     else:
       continue
     missing.pop(arm.name, None)
-  return Readings(runs=runs, missing=missing, arms={a.name: a for a in study.arms})
+  arms = {a.name: a for a in study.arms}
+  return Readings(runs=runs, missing=missing, arms=arms, overrides=tuple(extra))
 
 
 # The config fields that say what a run is (beside the arm's overrides): records of an arm must

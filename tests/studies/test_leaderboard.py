@@ -139,7 +139,7 @@ def test_an_arm_not_finished_is_listed_not_silently_dropped(tmp_path):
     simple_run(setting / row, estimator=row)
   text = _page(tmp_path, [_arm("s", r) for r in ("disarm", "rloo2", "st_gs")])
   assert "Not in the tables (1 of 3 arms):" in text
-  assert "- `s/st_gs`: no such run (not trained, and no records kept)" in text
+  assert "- no such run (not trained, and no records kept): `s/st_gs`" in text
 
 
 def test_the_committed_page_is_generated_from_the_committed_records(tmp_path):
