@@ -2,6 +2,7 @@
 
   python -m experiments.study --study=configs/studies/field.py --out=runs/field \
       --data_root=../shared/data [--records=records/field] [--arms=...] [--run=false]
+  python -m experiments.study --refresh=docs/results.md
 
 Each arm of the study is one population in ``OUT/<arm>``: finished ones are read
 (from the workdir, else from the study's kept records), interrupted ones resume,
@@ -15,13 +16,12 @@ from experiments import start_up_signals  # noqa: I001
 
 start_up_signals.quit_while_loading()  # first, before jax loads
 
-import importlib.util
 import pathlib
 import sys
 
 from absl import app, flags
 
-from experiments.studies import launch, records, runner, tables
+from experiments.studies import launch, page, records, runner, tables
 
 _STUDY = flags.DEFINE_string(
   "study", None, "The study file (configs/studies/NAME.py; NAME.py:ARG passes ARG to get_study)."
@@ -40,24 +40,12 @@ _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for ev
 _DATA_ROOT = flags.DEFINE_string("data_root", "", "A directory holding the arms' dataset folders.")
 _PAGE = flags.DEFINE_bool("page", False, "Also write the study's docs page (generated only).")
 _SLURM = flags.DEFINE_string("slurm", "", "Write a SLURM job-array script here instead of running.")
-flags.mark_flags_as_required(["study", "out"])
-
-
-def load_study(path: str) -> runner.Study:
-  """The Study of a study file's get_study(); one line when the file does not give one."""
-  path, _, arg = path.partition(":")
-  file = pathlib.Path(path)
-  if not file.is_file():
-    raise ValueError(f"--study={path}: no such file (the studies: configs/studies/*.py)")
-  spec = importlib.util.spec_from_file_location(f"study_{file.stem}", file)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  if not hasattr(module, "get_study"):
-    raise ValueError(f"--study={path}: the file defines no get_study()")
-  study = module.get_study(arg) if arg else module.get_study()
-  if not isinstance(study, runner.Study):
-    raise ValueError(f"--study={path}: get_study() must return an experiments.studies.runner.Study")
-  return study
+_REFRESH = flags.DEFINE_string(
+  "refresh",
+  "",
+  "Rewrite every generated block of this results page (docs/results.md) from the records, and"
+  " exit (no --study or --out).",
+)
 
 
 def _records_dir(study: runner.Study) -> pathlib.Path | None:
@@ -78,7 +66,14 @@ def main(argv):
 
 
 def _study():
-  study = load_study(_STUDY.value)
+  if _REFRESH.value:
+    path = pathlib.Path(_REFRESH.value)
+    path.write_text(page.refresh(path.read_text()))
+    print(f"refreshed the generated blocks of {path} from the records")
+    return
+  if not _STUDY.value or not _OUT.value:
+    raise ValueError("give --study=FILE and --out=DIR (or --refresh=PAGE)")
+  study = page.load_study(_STUDY.value)
   arms = study.select(_ARMS.value)
   out, records_dir = pathlib.Path(_OUT.value), _records_dir(study)
   if records_dir and out.resolve().is_relative_to(records_dir.resolve()):

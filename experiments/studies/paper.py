@@ -194,5 +194,34 @@ def table2_report(readings: Readings) -> Report:
   header = ["arity", "B", "estimator", "test bound (selected member)", "paper", "valid bound"]
   header += ["selected lr / momentum / weight decay / tau", "median member test (selection M)"]
   header += ["diverged", "steps", "M / images", "device", "wall", "departures from the paper"]
-  lines = tables.markdown_table(header, rows) + readings.missing_lines()
+  lines = tables.markdown_table(header, rows) + _paired_draws(readings) + readings.missing_lines()
   return Report("\n".join(lines) + "\n", data)
+
+
+def _paired_draws(readings: Readings) -> list[str]:
+  """Per cell, every two estimators on the same draws (the search's member i is draw i for every
+  estimator of a cell): the member test bounds' differences at the selection's M."""
+  cells: dict[tuple, list[records.Run]] = {}
+  for name, run in readings.runs.items():
+    labels = readings.arms[name].labels
+    cells.setdefault((labels["arity"], labels["batch_size"]), []).append(run)
+  rows = []
+  for (arity, batch_size), runs in cells.items():
+    for i, a in enumerate(runs):
+      for b in runs[i + 1 :]:
+        by_draw = lambda run: {m.index: m.value("test_nll") for m in run.members}  # noqa: E731
+        difference = tables.paired(by_draw(a), by_draw(b))
+        if not difference.differences:
+          continue
+        d = difference.differences
+        rows.append(
+          [arity, batch_size, f"{b.estimator} − {a.estimator}", len(d)]
+          + [f"{difference.lower} of {len(d)}", f"{statistics.median(d):+.2f}"]
+          + [f"{statistics.mean(d):+.2f}", f"{min(d):+.2f} to {max(d):+.2f}"]
+        )
+  if not rows:
+    return []
+  header = ["arity", "B", "difference (left − right)", "draws", "left lower on", "median", "mean"]
+  header += ["range"]
+  intro = "Paired by draw (each member's test bound at the selection's M, nats):"
+  return ["", intro, "", *tables.markdown_table(header, rows)]

@@ -102,7 +102,8 @@ class Readings:
 
   def subset(self, names) -> Readings:
     """The readings of the named arms only (e.g. one table's)."""
-    names = [n for n in self.arms if n in set(names)]
+    wanted = set(names)
+    names = [n for n in self.arms if n in wanted]
     return Readings(
       runs={n: self.runs[n] for n in names if n in self.runs},
       missing={n: self.missing[n] for n in names if n in self.missing},
