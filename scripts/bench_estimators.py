@@ -20,16 +20,16 @@ program at p = (0.6, 0.3, 0.1), tau = 0.5 (``--inner_draws`` draws each): the
 part of the variance that K divides. ``--chunk_sweep`` also times GR-MC1000 with
 several backward-pass chunk sizes (``estimators.CHUNK_ELEMENTS``).
 
-  python scripts/bench_estimators.py [--batch_sizes=20,200] [--repeats=20] [--chunk_sweep]
+  python -m scripts.bench_estimators [--batch_sizes=20,200] [--repeats=20] [--chunk_sweep]
 """
 
-import flag_checks
 import jax
 import jax.numpy as jnp
 from absl import app, flags
-from timing import median_ms
 
 from gr_jax import diagnostics, estimators, toy_qp
+from scripts import flag_checks
+from scripts.timing import median_ms
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes B.")
 _KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK / GR-QMCK sample counts.")

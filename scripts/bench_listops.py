@@ -5,10 +5,9 @@ expressions of length <= L), the median time of a jitted training step after
 warm-up, as examples/s, for ST-GS and GR-MC100, and the share of the GR-MC100
 step that its estimator adds over ST-GS.
 
-  python scripts/bench_listops.py [--lengths=10,25,50] [--repeats=20]
+  python -m scripts.bench_listops [--lengths=10,25,50] [--repeats=20]
 """
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import statistics
 import time
 

@@ -10,7 +10,7 @@ with P members, ``--steps_per_call`` steps per jitted call, over members by
 calls after compilation; synthetic data of the real shapes (the speed does not
 depend on the pixel values or expressions).
 
-  python scripts/bench_population.py [--sizes=1,8,20] [--experiments=vae,listops] [--trace_dir=DIR]
+  python -m scripts.bench_population [--sizes=1,8,20] [--experiments=vae,listops] [--trace_dir=DIR]
 
 "x P=1" is the member-steps/s over that of a population of one (the issue's
 target on accelerators: >= 10x at P = 20, >= 25x at P = 64). ``--trace_dir``
@@ -18,15 +18,12 @@ writes a ``jax.profiler`` trace of one call of the largest population per
 estimator and mode (TensorBoard's profile plugin or Perfetto read it).
 """
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import flag_checks
 from absl import app, flags
-from timing import median_ms
 
 from configs import listops_L10, vae_16ary
 from experiments import population, search
@@ -35,6 +32,8 @@ from experiments.listops.task import ListOpsTask, as_arrays
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
 from gr_jax.data import listops
+from scripts import flag_checks
+from scripts.timing import median_ms
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "20"], "Population sizes.")
 _EXPERIMENTS = flags.DEFINE_list("experiments", ["vae", "listops"], "vae, listops.")

@@ -6,7 +6,7 @@ loss of the sample, logits (B, 60, 16), tau = 0.5, K = 1000, median of
 implementation is not part of this project; clone it and put it on the path:
 
   git clone https://github.com/nshepperd/gumbel-rao-pytorch
-  PYTHONPATH=gumbel-rao-pytorch python scripts/bench_pytorch_reference.py
+  PYTHONPATH=gumbel-rao-pytorch python -m scripts.bench_pytorch_reference
 """
 
 import argparse

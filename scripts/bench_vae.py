@@ -19,12 +19,11 @@ every estimator of ``--estimators`` (the multi-sample ones too) against ST-GS
 in the same run (the targets: RLOO-2 and DisARM at most 2.2x ST-GS). ``--out``
 writes every row as JSON (the leaderboard's ms per step).
 
-  python scripts/bench_vae.py [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
-  python scripts/bench_vae.py --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
+  python -m scripts.bench_vae [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
+  python -m scripts.bench_vae --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
     --estimators=st_gs,rloo2,disarm,gr_mc10,gr_mc100,gr_exact,zgr,reinmax,reinforce
 """
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import json
 import pathlib
 import statistics
@@ -33,7 +32,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import flag_checks
 from absl import app, flags
 
 from configs import (
@@ -45,6 +43,7 @@ from configs import (
 )
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
+from scripts import flag_checks
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")

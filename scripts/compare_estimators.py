@@ -27,7 +27,7 @@ Writes ``--out_dir``/estimator_comparison.{json,md} and a figure of MSE against
 time (one point per estimator, VAE encoder gradient). The JSON is written after
 every small-problem row, and a rerun with the same flags reuses those rows.
 
-  python scripts/compare_estimators.py --vae_workdir=runs/vae16_stgs_10k \
+  python -m scripts.compare_estimators --vae_workdir=runs/vae16_stgs_10k \
       --data_dir=../shared/data/binarized_mnist --out_dir=docs
 """
 
@@ -37,16 +37,15 @@ import json
 import math
 import pathlib
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
-import flag_checks
 import jax
 import jax.numpy as jnp
 import numpy as np
-import vae_gradients
 from absl import app, flags
-from timing import median_ms
 
+from experiments.vae import gradients as vae_gradients
 from gr_jax import diagnostics, estimators, toy_qp
+from scripts import flag_checks
+from scripts.timing import median_ms
 
 _NAMES = flags.DEFINE_list(
   "estimators",

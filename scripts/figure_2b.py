@@ -13,20 +13,22 @@ estimator (``gr_jax.diagnostics.GradientStats``).
 
 Writes ``--out_dir``/figure_2b.{json,md} and figures/figure_2b.png.
 
-  python scripts/figure_2b.py --vae_workdir=runs/table2/16ary_B20/st_gs \
+  python -m scripts.figure_2b --vae_workdir=runs/table2/16ary_B20/st_gs \
       --data_dir=../shared/data/binarized_mnist --out_dir=docs
 """
 
 import json
 import pathlib
 
-import flag_checks
 import jax
-import plot_common  # noqa: F401  (quiet backend probe, Agg)
-import vae_gradients
 from absl import app, flags
 
+from experiments.vae import gradients as vae_gradients
 from gr_jax import diagnostics
+from scripts import (
+  flag_checks,
+  plot_common,  # noqa: F401  (quiet backend probe, Agg)
+)
 
 _ESTIMATORS = flags.DEFINE_list(
   "figure_estimators", ["st_gs", "gr_mc10", "gr_mc100", "gr_mc1000"], "Estimators."

@@ -4,7 +4,7 @@ Expressions that appear in the test file are dropped, the splits are disjoint
 and deduplicated, and the length statistics are printed beside the test file's
 (the original release: about 35% / 65% / 80% of examples at L <= 10 / 25 / 50).
 
-  python scripts/generate_listops.py --out_dir=data/listops \
+  python -m scripts.generate_listops --out_dir=data/listops \
       --test_file=../shared/data/listops/test_d20s.tsv --num_train=90000 --num_valid=1000
 """
 

@@ -69,11 +69,11 @@ table1() {
 }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$out/device.txt"
-step population_scaling python3 scripts/bench_population.py --experiments=vae \
+step population_scaling python3 -m scripts.bench_population --experiments=vae \
   --estimators=st_gs,gr_mc100 --sizes="$sizes" --modes=vmap
-step estimators python3 scripts/bench_estimators.py --inner_draws=0 "${bench_sizes[@]}"
+step estimators python3 -m scripts.bench_estimators --inner_draws=0 "${bench_sizes[@]}"
 if python3 -c "import torch, gumbel_rao" 2>/dev/null; then
-  step pytorch_reference python3 scripts/bench_pytorch_reference.py --repeats="$reference_repeats"
+  step pytorch_reference python3 -m scripts.bench_pytorch_reference --repeats="$reference_repeats"
 else
   echo "not run: pytorch_reference (no torch / gumbel-rao-pytorch on the path)" | tee -a "$out/not_run.txt"
 fi

@@ -26,9 +26,9 @@ step() {
 }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$out/device.txt"
-step vae_population 55 scripts/bench_population.py --experiments=vae --estimators=st_gs,gr_mc10,gr_mc100 \
+step vae_population 55 -m scripts.bench_population --experiments=vae --estimators=st_gs,gr_mc10,gr_mc100 \
   --sizes="$sizes" --modes=vmap,map --trace_dir="$out/traces"
-step listops_population 60 scripts/bench_population.py --experiments=listops --estimators=st_gs,gr_mc10 \
+step listops_population 60 -m scripts.bench_population --experiments=listops --estimators=st_gs,gr_mc10 \
   --sizes="$sizes" --modes=vmap,map
-step estimators 100 scripts/bench_estimators.py --inner_draws=0
+step estimators 100 -m scripts.bench_estimators --inner_draws=0
 echo "== $(date +%T) done"

@@ -8,10 +8,9 @@ finishes; this is for runs trained outside a study). Kept records are never
 replaced by a shorter, smaller or older run, nor by damaged results
 (experiments/studies/records.py):
 
-  python scripts/keep_records.py --runs=runs/field --into=records/field
+  python -m scripts.keep_records --runs=runs/field --into=records/field
 """
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ on sys.path)
 import pathlib
 import sys
 

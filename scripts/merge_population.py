@@ -6,10 +6,9 @@ own workdir; this script checks that the slices belong to one population and
 together cover it, then selects the best member on validation as a single job
 would have.
 
-  python scripts/merge_population.py --out=runs/search runs/search_shard0 runs/search_shard1
+  python -m scripts.merge_population --out=runs/search runs/search_shard0 runs/search_shard1
 """
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 from experiments import start_up_signals
 
 start_up_signals.quit_while_loading()  # first, before jax loads

@@ -6,7 +6,6 @@ import logging
 import math
 import pathlib
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ on sys.path)
 import matplotlib
 from ml_collections import ConfigDict
 

@@ -5,15 +5,16 @@ For each threshold (a validation negative bound in nats, from the ``valid``
 iterations and its standard error over the runs that reached it; the count of
 runs that reached it is written beside each point.
 
-  python scripts/plot_convergence.py --runs='runs/vae16_b20/*' --thresholds=130,125,122 \
+  python -m scripts.plot_convergence --runs='runs/vae16_b20/*' --thresholds=130,125,122 \
       --out=figures/convergence.png
 """
 
 from collections import defaultdict
 
 import numpy as np
-import plot_common
 from absl import app, flags
+
+from scripts import plot_common
 
 _RUNS = flags.DEFINE_list("runs", None, "Run directories (glob patterns).", required=True)
 _THRESHOLDS = flags.DEFINE_list(

@@ -15,12 +15,11 @@ model selection of experiments/listops/; 0 when it diverged before its first
 evaluation), their mean ± std, its last evaluation (a diverged member's frozen
 last finite state) and its divergence step.
 
-  python scripts/plot_members.py
+  python -m scripts.plot_members
   --runs=runs/table1/L10_tau0.01_noclip/st_gs,runs/table1/L10_tau0.01_noclip/gr_mc10 \
       --out=docs/figures/table1_L10_tau0.01_members.png
 """
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import glob
 import json
 import math
@@ -28,9 +27,9 @@ import pathlib
 from collections import defaultdict
 
 import numpy as np
-import plot_common
 from absl import app, flags
 
+from scripts import plot_common
 
 _RUNS = flags.DEFINE_list(
   "runs", None, "Population workdirs (glob patterns), one panel each.", required=True

@@ -4,14 +4,15 @@ Each run contributes the mean of its ``log10_grad_mse`` records (logged every
 ``config.mse_every`` steps, against ``config.mse_reference_draws`` REINFORCE
 draws); runs of one (estimator, tau) are averaged, with standard errors.
 
-  python scripts/plot_mse_vs_tau.py --runs='runs/mse/*' --out=figures/mse_vs_tau.png
+  python -m scripts.plot_mse_vs_tau --runs='runs/mse/*' --out=figures/mse_vs_tau.png
 """
 
 from collections import defaultdict
 
 import numpy as np
-import plot_common
 from absl import app, flags
+
+from scripts import plot_common
 
 _RUNS = flags.DEFINE_list("runs", None, "Run directories (glob patterns).", required=True)
 _OUT = flags.DEFINE_string("out", "mse_vs_tau.png", "Output PNG.")

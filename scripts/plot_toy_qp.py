@@ -5,7 +5,7 @@ and ``config.json`` written by ``python -m experiments.main
 --config=configs/toy_qp.py``; writes ``toy_variance_difference.png``,
 ``toy_objective.png`` and ``toy_optimization.png`` into ``--out_dir``.
 
-  python scripts/plot_toy_qp.py --workdir=runs/toy_qp --out_dir=docs/figures
+  python -m scripts.plot_toy_qp --workdir=runs/toy_qp --out_dir=docs/figures
 """
 
 import json
@@ -13,10 +13,10 @@ import pathlib
 
 import matplotlib.tri as mtri
 import numpy as np
-import plot_common
 from absl import app, flags
 
 from gr_jax import toy_qp
+from scripts import plot_common
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A toy-QP run directory.")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs/figures", "Where the PNGs go.")

@@ -4,14 +4,15 @@ Reads the ``log10_grad_variance`` records that runs log every
 ``config.variance_every`` steps; runs of one estimator (seeds) are averaged,
 with their range shaded.
 
-  python scripts/plot_variance.py --runs='runs/vae16_b20/*' --out=figures/variance.png
+  python -m scripts.plot_variance --runs='runs/vae16_b20/*' --out=figures/variance.png
 """
 
 from collections import defaultdict
 
 import numpy as np
-import plot_common
 from absl import app, flags
+
+from scripts import plot_common
 
 _RUNS = flags.DEFINE_list("runs", None, "Run directories (glob patterns).", required=True)
 _OUT = flags.DEFINE_string("out", "variance.png", "Output PNG.")

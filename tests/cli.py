@@ -8,6 +8,11 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def script_command(name: str) -> list[str]:
+  """``python -m scripts.NAME`` (run it with ``cwd=ROOT``): a program of scripts/."""
+  return [sys.executable, "-m", f"scripts.{name.removesuffix('.py')}"]
+
+
 def main_command(config: str, workdir, *overrides: str) -> list[str]:
   """``python -m experiments.main`` with a config of the repository, a workdir and overrides."""
   command = [sys.executable, "-m", "experiments.main", f"--config={ROOT / config}"]

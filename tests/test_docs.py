@@ -65,7 +65,7 @@ def test_the_cluster_scripts_say_where_what_and_how_long():
       assert line in script, (line, script)
   submit = [b for b in _bash_blocks("docs/populations.md") if "sbatch --parsable" in b]
   assert len(submit) == 1 and "--dependency=afterok:$array" in submit[0]
-  assert "scripts/merge_population.py" in submit[0]
+  assert "scripts.merge_population" in submit[0]
 
 
 @pytest.mark.slow

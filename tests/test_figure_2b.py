@@ -2,18 +2,17 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from tests.cli import ROOT, run_main
+from tests.cli import ROOT, run_main, script_command
 
 pytestmark = pytest.mark.slow  # trains a tiny run and runs the script
 
 
 def _script(name, *args):
   result = subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / name), *args],
+    [*script_command(name), *args],
     cwd=ROOT,
     capture_output=True,
     text=True,
@@ -69,7 +68,7 @@ def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):
     ((f"--vae_workdir={listops_run}",), "holds a listops run; load_trained reads VAE runs"),
   ):
     result = subprocess.run(
-      [sys.executable, str(ROOT / "scripts" / "figure_2b.py"), *flags, f"--out_dir={tmp_path}"],
+      [*script_command("figure_2b.py"), *flags, f"--out_dir={tmp_path}"],
       cwd=ROOT,
       capture_output=True,
       text=True,

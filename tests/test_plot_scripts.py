@@ -2,17 +2,14 @@
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from configs import listops_L10, vae_16ary
 from experiments.vae import experiment as vae_experiment
-from tests.cli import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import plot_common  # noqa: E402  (a scripts/ module without flags)
+from scripts import plot_common
+from tests.cli import ROOT, script_command
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
@@ -60,7 +57,7 @@ def runs(tmp_path_factory):
 def test_plot_script_writes_png(runs, tmp_path, script, extra):
   out = tmp_path / "figure.png"
   subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / script), f"--runs={runs}/*", f"--out={out}", *extra],
+    [*script_command(script), f"--runs={runs}/*", f"--out={out}", *extra],
     check=True,
     capture_output=True,
     cwd=ROOT,
@@ -70,7 +67,7 @@ def test_plot_script_writes_png(runs, tmp_path, script, extra):
 
 def test_plot_script_says_when_nothing_matches(tmp_path):
   result = subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / "plot_variance.py"), f"--runs={tmp_path}/*"],
+    [*script_command("plot_variance.py"), f"--runs={tmp_path}/*"],
     capture_output=True,
     text=True,
     cwd=ROOT,
@@ -103,8 +100,7 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   out, table = tmp_path / "members.png", tmp_path / "members.md"
   subprocess.run(
     [
-      sys.executable,
-      str(ROOT / "scripts" / "plot_members.py"),
+      *script_command("plot_members.py"),
       f"--runs={run}",
       f"--out={out}",
       f"--table={table}",
@@ -136,8 +132,7 @@ def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
   assert plot_common.member_hyperparameters(tmp_path, as_json) == {0: results["members"][0]}
   bad = subprocess.run(
     [
-      sys.executable,
-      str(ROOT / "scripts" / "plot_members.py"),
+      *script_command("plot_members.py"),
       f"--runs={tmp_path}",
       "--metric=foo",
     ],
@@ -161,7 +156,7 @@ def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
   ]
   (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
   result = subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / "plot_convergence.py"), f"--runs={run}"],
+    [*script_command("plot_convergence.py"), f"--runs={run}"],
     capture_output=True,
     text=True,
     cwd=ROOT,
@@ -174,8 +169,7 @@ def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
   )
   bad = subprocess.run(
     [
-      sys.executable,
-      str(ROOT / "scripts" / "plot_convergence.py"),
+      *script_command("plot_convergence.py"),
       f"--runs={run}",
       "--thresholds=abc",
     ],
@@ -196,7 +190,7 @@ def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, script):
   (run / "config.json").write_text(json.dumps({**config, **vae_16ary.get_config().to_dict()}))
   with open(run / "metrics.jsonl", "ab") as metrics:
     metrics.write(b'{"step": 6000, "split"\n\x00\xff garbage\n')
-  command = [sys.executable, str(ROOT / "scripts" / script), f"--runs={run}"]
+  command = [*script_command(script), f"--runs={run}"]
   result = subprocess.run(
     [*command, f"--out={tmp_path / 'a.png'}"], cwd=ROOT, capture_output=True, text=True, timeout=300
   )

@@ -496,7 +496,7 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
     held = "0-1" if i == 0 else "2-2"
     assert f"of 3, slice {i} of 2 holds {held})" in slice_run.stderr
   merge = lambda out, *workdirs: subprocess.run(
-    [sys.executable, "scripts/merge_population.py", f"--out={out}", *map(str, workdirs)],
+    [sys.executable, "-m", "scripts.merge_population", f"--out={out}", *map(str, workdirs)],
     cwd=ROOT,
     capture_output=True,
     text=True,

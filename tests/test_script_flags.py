@@ -2,11 +2,10 @@
 the flag and what it accepts (no traceback, no row or figure made of the bad value)."""
 
 import subprocess
-import sys
 
 import pytest
 
-from tests.cli import ROOT
+from tests.cli import ROOT, script_command
 
 
 @pytest.mark.parametrize(
@@ -27,7 +26,7 @@ from tests.cli import ROOT
 def test_a_bad_flag_is_one_line_before_any_work(tmp_path, script, flag, expected):
   required = {}.get(script, [])
   result = subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / script), *required, flag],
+    [*script_command(script), *required, flag],
     cwd=ROOT,
     capture_output=True,
     text=True,

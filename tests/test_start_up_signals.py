@@ -98,7 +98,7 @@ def test_ctrl_c_at_start_up_is_one_line_and_status_130(tmp_path, delay_s):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["-m experiments.study", "scripts/merge_population.py"])
+@pytest.mark.parametrize("script", ["-m experiments.study", "-m scripts.merge_population"])
 @pytest.mark.parametrize("delay_s", [0.2, 0.6])  # while Python and jax load
 def test_ctrl_c_while_a_script_loads_is_one_line_and_status_130(tmp_path, script, delay_s):
   flags = {
@@ -108,7 +108,7 @@ def test_ctrl_c_while_a_script_loads_is_one_line_and_status_130(tmp_path, script
       "--records=",
       "--arms=16ary_B20/st_gs",
     ],
-    "scripts/merge_population.py": [f"--out={tmp_path / 'merged'}", str(tmp_path)],
+    "-m scripts.merge_population": [f"--out={tmp_path / 'merged'}", str(tmp_path)],
   }[script]
   process = subprocess.Popen(
     [sys.executable, *script.split(), *flags],

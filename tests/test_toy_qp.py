@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 from gr_jax import toy_qp
-from tests.cli import ROOT, run_main
+from tests.cli import ROOT, run_main, script_command
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
 pytestmark = pytest.mark.slow
@@ -73,8 +72,7 @@ def test_tiny_cli_run_writes_maps_plots_and_resumes(tmp_path):
   figures = tmp_path / "figures"
   plotted = subprocess.run(
     [
-      sys.executable,
-      str(ROOT / "scripts" / "plot_toy_qp.py"),
+      *script_command("plot_toy_qp.py"),
       f"--workdir={tmp_path}",
       f"--out_dir={figures}",
     ],

@@ -29,7 +29,7 @@ from gr_jax.data import InvalidDataError, listops
 from gr_jax.models import tree_lstm
 
 DATASETS = ("listops", "synthetic")
-GENERATOR_HINT = "python scripts/generate_listops.py --out_dir=DIR"
+GENERATOR_HINT = "python -m scripts.generate_listops --out_dir=DIR"
 
 
 def validate(config: ConfigDict):

@@ -265,6 +265,6 @@ DATASET = Dataset(
   how_to_get=(
     "They are the d20s release of Nangia & Bowman 2018 (--config.valid_file /"
     " --config.test_file name them); a validation split can also be generated with"
-    " python scripts/generate_listops.py --out_dir=DIR."
+    " python -m scripts.generate_listops --out_dir=DIR."
   ),
 )

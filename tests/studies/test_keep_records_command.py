@@ -1,15 +1,15 @@
 """scripts/keep_records.py: the records rule of experiments/studies/records.py, from the shell."""
 
 import subprocess
-import sys
 
-from tests.cli import ROOT
+from tests.cli import ROOT, script_command
 from tests.studies.canned import simple_run
 
 
 def _keep(runs, into):
   return subprocess.run(
-    [sys.executable, str(ROOT / "scripts" / "keep_records.py"), f"--runs={runs}", f"--into={into}"],
+    [*script_command("keep_records.py"), f"--runs={runs}", f"--into={into}"],
+    cwd=ROOT,
     capture_output=True,
     text=True,
     timeout=300,

@@ -1,15 +1,11 @@
-"""scripts/launch.py: how the scripts start a run."""
+"""experiments/studies/launch.py: how a study starts an arm's run."""
 
 import json
-import sys
 
 import pytest
 
+from experiments.studies import launch, records
 from tests.cli import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import launch  # noqa: E402
 
 pytestmark = pytest.mark.slow  # trains a tiny run through the CLI
 
@@ -34,31 +30,46 @@ def test_a_run_whose_records_are_kept_is_read_from_them_not_retrained(tmp_path, 
   """A fresh clone has the tracked records (records/...) but no runs/: the drivers must read a
   kept population, not spend hours retraining it."""
   config = str(ROOT / "configs" / "vae_16ary.py")
-  trained, records = tmp_path / "trained", tmp_path / "records"
-  launch.train(config, trained, TINY, records)  # trains, then keeps its records
-  assert sorted(p.name for p in records.iterdir()) == sorted(launch.RECORDS)
+  trained, kept = tmp_path / "trained", tmp_path / "records"
+  launch.train(config, trained, TINY, kept)  # trains, then keeps its records
+  assert sorted(p.name for p in kept.iterdir()) == sorted(
+    n for n in records.RECORD_FILES if n != "ladder.json"
+  )
   capsys.readouterr()  # the training run's lines
 
   fresh = tmp_path / "fresh_clone_run"
-  launch.train(config, fresh, TINY, records)
-  assert (fresh / "results.json").read_text() == (records / "results.json").read_text()
+  launch.train(config, fresh, TINY, kept)
+  assert (fresh / "results.json").read_text() == (kept / "results.json").read_text()
   assert not (fresh / "checkpoints").exists()  # nothing trained
   assert "is finished (2 steps)" in (fresh / "log.txt").read_text()
   printed = capsys.readouterr().out
-  assert f"records copied from {records}" in printed
-  assert f"{fresh}: checking the copied run" in printed and ": training (" not in printed
+  assert f"records copied from {kept}" in printed
+  assert f"{fresh}: reading the copied run" in printed and ": training (" not in printed
 
   # Records of another config are not taken for this one's: the run says which field differs,
   # and the error says where the copied files came from.
   other = tmp_path / "other_config_run"
-  with pytest.raises(SystemExit, match=rf"encoder_widths.*copied from {records}"):
-    launch.train(config, other, [*TINY, "encoder_widths=(4,)"], records)
+  with pytest.raises(launch.LaunchError, match=rf"encoder_widths.*copied from {kept}"):
+    launch.train(config, other, [*TINY, "encoder_widths=(4,)"], kept)
 
 
 def test_a_workdirs_own_run_comes_before_the_records(tmp_path):
-  records, workdir = tmp_path / "records", tmp_path / "run"
-  records.mkdir()
-  (records / "results.json").write_text('{"steps": 2}')
+  kept, workdir = tmp_path / "records", tmp_path / "run"
+  kept.mkdir()
+  (kept / "results.json").write_text('{"steps": 2}')
   (workdir / "checkpoints" / "1").mkdir(parents=True)  # a run to resume
-  assert not launch._restore_records(records, workdir)
+  assert not launch._restore_records(kept, workdir, 2)
   assert not (workdir / "results.json").exists()
+
+
+def test_records_of_another_length_are_announced_and_the_run_trains_from_step_0(tmp_path, capsys):
+  """Records hold no checkpoint: a longer run (or damaged records) trains from step 0, and says so
+  instead of "checking the copied run" followed by silence."""
+  kept, workdir = tmp_path / "records", tmp_path / "run"
+  kept.mkdir()
+  (kept / "results.json").write_text('{"steps": 2}')
+  assert not launch._restore_records(kept, workdir, 4)
+  assert "are of 2 steps and this arm asks for 4: training from step 0" in capsys.readouterr().out
+  (kept / "results.json").write_text('{"steps": ')
+  assert not launch._restore_records(kept, workdir, 2)
+  assert "damaged results.json: training from step 0" in capsys.readouterr().out

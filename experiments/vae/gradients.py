@@ -2,7 +2,6 @@
 
 import pathlib
 
-import _clone  # noqa: F401, I001  (the clone's experiments/ and configs/ on sys.path)
 import jax
 import jax.numpy as jnp
 import numpy as np
