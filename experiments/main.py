@@ -32,16 +32,12 @@ from experiments import (
   bookkeeping,
   config_checks,
   distributed,
-  listops,
   log_filter,
   reporting,
-  toy_qp,
-  vae,
   workdir,
 )
+from experiments.registry import EXPERIMENTS
 from gr_jax.data import InvalidDataError
-
-EXPERIMENTS = {"vae": vae, "listops": listops, "toy_qp": toy_qp}
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a config file (configs/*.py).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for metrics, checkpoints and results.")

@@ -10,8 +10,7 @@ import matplotlib
 from ml_collections import ConfigDict
 
 from experiments import search
-from experiments.listops import experiment as listops_experiment
-from experiments.vae import experiment as vae_experiment
+from experiments.registry import EXPERIMENTS
 
 # JAX's backend probe ("Unable to initialize backend 'tpu'") is not news to someone plotting.
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
@@ -94,9 +93,6 @@ def save(fig, out):
   fig.savefig(out, dpi=120)
   plt.close(fig)
   print(f"wrote {out}")
-
-
-EXPERIMENTS = {"vae": vae_experiment, "listops": listops_experiment}
 
 
 def member_hyperparameters(workdir: pathlib.Path, config: dict) -> dict[int, dict]:
