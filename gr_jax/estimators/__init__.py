@@ -1,4 +1,5 @@
-r"""Single-evaluation gradient estimators for categorical random variables.
+r"""Gradient estimators for categorical random variables: single-evaluation (one-hot samples
+with their own backward pass) and multi-sample (RLOO, DisARM: they evaluate the loss).
 
 Every estimator is a pure function of ``(key, logits, ...)``: the categories lie
 on the last axis of ``logits``, any leading batch shape is allowed, and the

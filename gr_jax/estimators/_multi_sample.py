@@ -51,14 +51,33 @@ def _check_variables(logits: Array, name: str) -> None:
 def _evaluate(f: Callable, samples: Array, batch_shape, has_aux: bool, name: str):
   """``f`` at each sample ``[K, ...]`` (vmapped), its values ``[K, *batch]`` checked for shape."""
   out = jax.vmap(f)(samples)
+  if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+    raise ValueError(
+      f"{name}: with has_aux=True, f must return a pair (values, aux); it returned"
+      f" {_describe(out)}."
+    )
+  if not has_aux and isinstance(out, tuple):
+    raise ValueError(
+      f"{name}: f returned a tuple of {len(out)}; pass has_aux=True if it returns (values, aux)."
+    )
   values, aux = out if has_aux else (out, None)
   if getattr(values, "shape", None) != (samples.shape[0], *batch_shape):
     raise ValueError(
       f"{name}: f must return one value per example, shape {tuple(batch_shape)}"
-      f" (logits.shape[:-2]); it returned shape {getattr(values, 'shape', type(values))[1:]}"
-      f" for a sample of shape {samples.shape[1:]}."
+      f" (logits.shape[:-2]); it returned {_describe(values, vmapped=True)} for a sample of"
+      f" shape {samples.shape[1:]}."
     )
   return values, aux
+
+
+def _describe(out, vmapped: bool = False) -> str:
+  """What ``f`` returned, as a user reads it (shapes per sample, not the vmapped ones)."""
+  if isinstance(out, tuple):
+    return f"a tuple of {len(out)}"
+  shape = getattr(out, "shape", None)
+  if shape is None:
+    return f"a {type(out).__name__}"
+  return f"shape {tuple(shape[1:] if vmapped else shape)}"
 
 
 def _estimator_term(gradient_fn: Callable, name: str) -> Callable:

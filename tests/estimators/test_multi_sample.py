@@ -295,3 +295,17 @@ def test_second_derivatives_in_the_logits_raise_naming_the_function(name):
   hessian = jax.hessian(lambda w: jnp.sum(estimator(jax.random.key(0), logits, f=f_of(w))))(weights)
   _, samples = estimator(jax.random.key(0), logits, f=lambda d: (f_of(weights)(d), d), has_aux=True)
   np.testing.assert_allclose(hessian, np.diag(2 * np.mean(samples[:, 0, :, 1], axis=0)))
+
+
+def test_has_aux_misuse_is_one_line_saying_what_f_returned():
+  key, logits = jax.random.key(0), jnp.zeros((2, 3, 2))
+  values = lambda d: jnp.sum(d, axis=(-2, -1))  # noqa: E731
+  cases = [
+    (lambda: estimators.disarm(key, logits, values, has_aux=True), "must return a pair (values,"),
+    (lambda: estimators.disarm(key, logits, lambda d: (values(d), d)), "pass has_aux=True"),
+    (lambda: estimators.rloo(key, logits, lambda d: jnp.sum(d)), "it returned shape () for"),
+  ]
+  for call, message in cases:
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+      call()
+    assert "\n" not in str(info.value) and "slice(" not in str(info.value)
