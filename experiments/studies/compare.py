@@ -3,7 +3,8 @@
 An arm's ``labels["group"]`` names its group (e.g. "binary ST-GS") and
 ``labels["arm"]`` its row; the group's first arm is its reference. The bounds
 table gives each arm's validation and test bound (mean ± sd over seeds) and its
-test bound minus the reference's, paired by seed; :func:`pair_lines` states
+test bound minus the reference's, paired by seed, for an arm of the reference's
+length (another length is compared only by a declared pair); :func:`pair_lines` states
 declared differences between any two arms; :func:`variance_table` the inference
 network's gradient variance at the logged steps.
 """
@@ -34,10 +35,16 @@ def bounds_table(readings: Readings, field: str = "test_nll") -> tuple[list[str]
         continue
       difference = (
         tables.paired(reference.by_seed(field), run.by_seed(field))
-        if reference and name != names[0]
+        if reference and name != names[0] and run.steps == reference.steps
         else None
       )
       label = readings.arms[name].labels["arm"]
+      if difference is not None:
+        cell = difference.cell()
+      elif reference and name != names[0]:  # a declared pair (pair_lines) may still compare them
+        cell = f"not compared ({run.steps:,} steps against {reference.steps:,})"
+      else:
+        cell = "—"
       rows.append(
         [
           group,
@@ -46,7 +53,7 @@ def bounds_table(readings: Readings, field: str = "test_nll") -> tuple[list[str]
           f"{run.steps:,}",
           tables.spread(run.by_seed("valid_nll").values()),
           tables.spread(run.by_seed(field).values()),
-          difference.cell() if difference else "—",
+          cell,
         ]
       )
       data.append(
