@@ -44,7 +44,7 @@ def test_not_found_is_one_line_saying_what_where_and_how(tmp_path, monkeypatch):
   assert "\n" not in message
   assert "ListOps not found: looked for test_d20s.tsv and valid_d20s_1k.tsv in" in message
   assert str(tmp_path / "nowhere") in message and str(tmp_path / "cache") in message
-  assert "it has no download" in message and "generate_listops.py" in message
+  assert "it has no download" in message and "scripts.generate_listops" in message
   with pytest.raises(gr_data.DataNotFoundError, match="; download is off. Point"):
     gr_data.load("binarized_mnist", tmp_path / "nowhere", cache_dir=tmp_path / "cache")
 

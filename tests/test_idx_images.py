@@ -53,11 +53,34 @@ def test_mnist_from_idx_files_split_as_the_protocol(tmp_path, small_release, com
   assert splits["train"].dtype == np.uint8
 
 
-def test_fashion_mnist_files_are_checked_against_the_release(tmp_path, small_release):
+@pytest.mark.checks_data_content
+@pytest.mark.parametrize("name, title", [("fashion_mnist", "Fashion-MNIST"), ("mnist", "MNIST")])
+def test_files_are_checked_against_the_release(tmp_path, small_release, monkeypatch, name, title):
+  """Other images under a dataset's name are refused in one line saying how to read a variant of
+  one's own; that variable reads them."""
   train, test = small_release
   _release(tmp_path / "f", train, test)
-  with pytest.raises(gr_data.InvalidDataError, match=r"train-images-idx3-ubyte.gz fails its"):
-    gr_data.load("fashion_mnist", tmp_path / "f", cache_dir=tmp_path / "cache")
+  with pytest.raises(gr_data.InvalidDataError) as info:
+    gr_data.load(name, tmp_path / "f", cache_dir=tmp_path / "cache")
+  message = str(info.value)
+  assert "\n" not in message and f"train-images-idx3-ubyte.gz does not hold {title}" in message
+  assert f"set GR_JAX_UNVERIFIED_DATA={name} to read it unchecked" in message
+  monkeypatch.setenv("GR_JAX_UNVERIFIED_DATA", name)
+  splits, _ = gr_data.load(name, tmp_path / "f", cache_dir=tmp_path / "cache")
+  np.testing.assert_array_equal(splits["test"], test)
+
+
+@pytest.mark.checks_data_content
+@pytest.mark.parametrize("name, folder", [("mnist", "fashion_mnist"), ("fashion_mnist", "mnist")])
+def test_one_release_under_the_others_name_is_refused(name, folder):
+  """dataset=mnist pointed at the Fashion-MNIST folder trained on Fashion-MNIST and recorded
+  "mnist"."""
+  directory = SHARED.parent / folder
+  if not directory.is_dir():
+    pytest.skip(f"needs {directory} (the real releases, beside the clone)")
+  with pytest.raises(gr_data.InvalidDataError, match=f"does not hold .*recorded as {name}"):
+    gr_data.load(name, directory)
+  assert gr_data.load(folder, directory)[0]["train"].shape == (50_000, 784)
 
 
 @pytest.mark.parametrize(

@@ -247,3 +247,16 @@ def test_an_amat_file_that_is_no_text_of_numbers_is_one_line(tmp_path, content, 
   message = str(info.value)
   assert "\n" not in message and reason in message
   assert message.startswith(f"{tmp_path / 'binarized_mnist_train.amat'} is not an .amat file")
+
+
+@pytest.mark.checks_data_content
+def test_local_files_are_checked_against_the_release(tmp_path, monkeypatch):
+  """A binarized_mnist.npz of other images (e.g. a Fashion-MNIST binarization) is refused in one
+  line, not trained on as binarized MNIST; the variable reads a variant of one's own."""
+  np.savez(tmp_path / mnist.NPZ_NAME, **_fake_splits(np.random.default_rng(0)))
+  with pytest.raises(mnist.InvalidDataError) as info:
+    mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")
+  assert "\n" not in str(info.value) and "does not hold binarized MNIST" in str(info.value)
+  assert "GR_JAX_UNVERIFIED_DATA=binarized_mnist" in str(info.value)
+  monkeypatch.setenv("GR_JAX_UNVERIFIED_DATA", "binarized_mnist")
+  assert mnist.load(str(tmp_path), cache_dir=tmp_path / "cache")["train"].shape == (30, 784)

@@ -13,9 +13,27 @@ from typing import Any, Callable
 from absl import logging
 
 DATA_ROOT_VARIABLE = "GR_JAX_DATA"  # a directory holding one directory per dataset, by name
+# Dataset names (comma-separated, or "all") whose local files are read without checking that they
+# are the dataset's release: for a variant of one's own under a dataset's name.
+UNVERIFIED_VARIABLE = "GR_JAX_UNVERIFIED_DATA"
 DEFAULT_CACHE_ROOT = pathlib.Path(os.path.expanduser("~/.cache/gr_jax"))
 
 Splits = dict[str, Any]
+
+
+def unverified(name: str) -> bool:
+  """Whether ``$GR_JAX_UNVERIFIED_DATA`` waives the check of the dataset's known content."""
+  names = {n.strip() for n in os.environ.get(UNVERIFIED_VARIABLE, "").split(",")}
+  return name in names or "all" in names
+
+
+def not_the_release(where: str, title: str, name: str, what: str) -> "InvalidDataError":
+  """The one-line refusal of files that are not the dataset's release, with the way round it."""
+  return InvalidDataError(
+    f"{where} does not hold {title} ({what}): another dataset's files under its name would train"
+    f" and be recorded as {name}. For a variant of your own, set {UNVERIFIED_VARIABLE}={name} to"
+    " read it unchecked."
+  )
 
 
 class InvalidDataError(ValueError):

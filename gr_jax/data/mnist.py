@@ -34,6 +34,8 @@ from gr_jax.data._common import (
   InvalidDataError,
   default_cache,
   find,
+  not_the_release,
+  unverified,
 )
 
 SPLITS = ("train", "valid", "test")
@@ -54,11 +56,32 @@ EXPECTED = {
 }
 
 
+DATASET_NAME = "binarized_mnist"
+
+
 def _amat_name(split: str) -> str:
   return f"binarized_mnist_{split}.amat"
 
 
 def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
+  """The splits of a directory's npz or .amat files, checked against the release's content
+  (:data:`EXPECTED`) unless ``$GR_JAX_UNVERIFIED_DATA`` names binarized_mnist."""
+  data = _read_dir(directory)
+  if data is None or unverified(DATASET_NAME):
+    return data
+  for split, (count, digest) in EXPECTED.items():
+    if len(data[split]) != count or rows_digest(data[split]) != digest:
+      raise not_the_release(
+        str(directory),
+        "binarized MNIST",
+        DATASET_NAME,
+        f"split {split!r}: {len(data[split])} images whose sorted rows' sha256 is not the"
+        " release's",
+      )
+  return data
+
+
+def _read_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
   npz = directory / NPZ_NAME
   if npz.is_file():
     try:
@@ -226,7 +249,7 @@ def _download(cache: pathlib.Path, url: str = AMAT_URL) -> tuple[dict[str, np.nd
 
 
 DATASET = Dataset(
-  name="binarized_mnist",
+  name=DATASET_NAME,
   title="binarized MNIST",
   files=f"{NPZ_NAME} or binarized_mnist_{{train,valid,test}}.amat",
   read=lambda directory, url=AMAT_URL: _from_dir(directory),
