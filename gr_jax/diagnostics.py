@@ -258,3 +258,112 @@ def log10(x) -> float:
   """log10 of a positive scalar, NaN otherwise (for logging)."""
   x = float(x)
   return math.log10(x) if x > 0 else float("nan")
+
+
+class Comparison(NamedTuple):
+  """One estimator's gradient moments in :func:`compare`.
+
+  Attributes:
+    stats: its :class:`GradientStats` over the draws (``stats.mean``: the mean gradient pytree).
+    trace_variance: the trace of its covariance.
+    squared_bias: ``||E g - exact||^2`` (Monte Carlo bias removed), None without ``exact``.
+    mse: trace variance + squared bias, None without ``exact``.
+    loss_evaluations: evaluations of the loss per draw (the registry's).
+  """
+
+  stats: GradientStats
+  trace_variance: float
+  squared_bias: float | None
+  mse: float | None
+  loss_evaluations: int
+
+
+def estimator_gradient(
+  name: str,
+  loss: Callable[[PyTree, jax.Array], jax.Array],
+  params: PyTree,
+  *,
+  logits_fn: Callable[[PyTree], jax.Array] | None = None,
+  tau: float = 1.0,
+) -> Callable[[jax.Array], PyTree]:
+  """key -> one draw of estimator ``name``'s gradient of the expected loss with respect to
+  ``params``, whatever its family: a one-hot or relaxed sample's own backward pass, REINFORCE's
+  score-function surrogate (no baseline), or a multi-sample estimator's surrogate (``loss`` is its
+  ``f``).
+
+  Args:
+    name: a registry name (``estimators.names()``).
+    loss: ``(params, sample) -> [...]``, one value per example (``logits.shape[:-2]``; a scalar
+      for logits ``[m, n]``); the objective is their sum.
+    params: the pytree differentiated (the logits themselves when ``logits_fn`` is None).
+    logits_fn: ``params -> logits [..., m, n]`` (e.g. the user's encoder); None: params are the
+      logits.
+    tau: the temperature (ignored by estimators without one).
+  """
+  estimator = estimators.get(name)
+
+  def objective(p, key):
+    logits = p if logits_fn is None else logits_fn(p)
+    if estimator.multi_sample:
+      return jnp.sum(estimator(key, logits, tau=tau, f=lambda d: loss(p, d)))
+    sample = estimator(key, logits, tau=tau)
+    values = loss(p, sample)
+    total = jnp.sum(values)
+    if estimator.score_function:
+      log_prob = jnp.sum(estimators.categorical_log_prob(logits, sample), axis=-1)
+      total = total + jnp.sum(estimators.score_function_surrogate(log_prob, values, 0.0))
+    return total
+
+  return lambda key: jax.grad(objective)(params, key)
+
+
+def compare(
+  names,
+  loss: Callable[[PyTree, jax.Array], jax.Array],
+  params: PyTree,
+  key: jax.Array,
+  num_draws: int,
+  *,
+  logits_fn: Callable[[PyTree], jax.Array] | None = None,
+  tau: float = 1.0,
+  exact: PyTree | None = None,
+  chunk_size: int | None = None,
+) -> dict[str, Comparison]:
+  r"""Each named estimator's mean gradient, trace variance and (given the exact gradient) squared
+  bias and MSE on the user's own model, in one call:
+
+  .. math::
+    \mathrm{Var} = \mathrm{tr}\,\mathrm{Cov}[\hat g], \quad
+    \mathrm{Bias}^2 = \|E\hat g - \nabla_\phi E[f]\|^2, \quad \mathrm{MSE} = \mathrm{Var} +
+    \mathrm{Bias}^2,
+
+  over ``num_draws`` draws (draw r of every estimator from ``fold_in(key, r)``, so they share
+  their keys). ``exact``: e.g. :func:`exact_gradient` of ``lambda d, _: loss(params, d)`` when the
+  logits are the parameters, or the ``reference_gradient`` of many REINFORCE draws.
+
+  Args:
+    names: registry names (``estimators.names()``).
+    loss, params, logits_fn, tau: as in :func:`estimator_gradient`.
+    key: a PRNG key.
+    num_draws: R >= 2.
+    exact: the gradient pytree to measure bias against (None: variance only).
+    chunk_size: draws per vmapped chunk (a divisor of R; all at once by default).
+
+  Returns:
+    ``{name: Comparison}`` in the order of ``names``.
+  """
+  results = {}
+  for name in names:
+    draw = estimator_gradient(name, loss, params, logits_fn=logits_fn, tau=tau)
+    stats = jax.jit(lambda k, draw=draw: gradient_stats(draw, k, num_draws, chunk_size=chunk_size))(
+      key
+    )
+    squared_bias = None if exact is None else float(stats.squared_bias(exact))
+    results[name] = Comparison(
+      stats=stats,
+      trace_variance=float(stats.trace_variance),
+      squared_bias=squared_bias,
+      mse=None if exact is None else float(stats.trace_variance) + squared_bias,
+      loss_evaluations=estimators.get(name).loss_evaluations,
+    )
+  return results
