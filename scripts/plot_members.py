@@ -56,6 +56,7 @@ def divergence_steps(workdir: pathlib.Path, records) -> dict[int, int]:
 
 
 METRICS = {"accuracy": ("valid", "test"), "nll": ("valid", "test"), "neg_elbo": ("train",)}
+_KEYS = {"step", "split", "member", "final", "num_samples"}  # a metrics line's fields, not metrics
 
 
 def _title_part(name: str, values) -> str:
@@ -132,6 +133,12 @@ def main(argv):
   )
   for ax, workdir, (config, records) in zip(axes[0], workdirs, runs):
     curves = member_curves(records, _SPLIT.value, _METRIC.value)[0]
+    if not curves:  # e.g. the default accuracy on a VAE run: say so, no empty figure
+      logged = sorted({k for r in records if r.get("split") == _SPLIT.value for k in r} - _KEYS)
+      raise app.UsageError(
+        f"{workdir} logged no {_SPLIT.value} {_METRIC.value} (its {_SPLIT.value} metrics:"
+        f" {', '.join(logged) or 'none'}): give --metric and --split of a curve it has."
+      )
     diverged = divergence_steps(workdir, records)
     members = plot_common.member_hyperparameters(workdir, config)
     rates = sorted({m["learning_rate"] for m in members.values()})

@@ -115,6 +115,24 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   assert rows[5] == "| 0.5 | 40.0 ± 7.1 | 45.0, 35.0 | 40.0, 10.0 | -, 500 |"
 
 
+def test_plot_members_on_a_run_without_the_metric_is_one_line_not_an_empty_figure(tmp_path):
+  """Its default metric (accuracy) on a VAE run wrote an empty figure with status 0."""
+  run = tmp_path / "vae"
+  run.mkdir()
+  (run / "config.json").write_text(json.dumps(vae_16ary.get_config().to_dict()))
+  line = {"step": 100, "split": "valid", "member": 0, "nll": 120.0, "num_samples": 10}
+  (run / "metrics.jsonl").write_text(json.dumps(line) + "\n")
+  out = tmp_path / "members.png"
+  result = subprocess.run(
+    [*script_command("plot_members.py"), f"--runs={run}", f"--out={out}"],
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+  )
+  assert result.returncode != 0 and not out.exists() and "Traceback" not in result.stderr
+  assert f"{run} logged no valid accuracy (its valid metrics: nll)" in result.stderr
+
+
 def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
   """A searched population's members have their own draws, not the config's defaults: before
   results.json, the search's draws; after, results.json's."""
@@ -191,6 +209,8 @@ def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, script):
   with open(run / "metrics.jsonl", "ab") as metrics:
     metrics.write(b'{"step": 6000, "split"\n\x00\xff garbage\n')
   command = [*script_command(script), f"--runs={run}"]
+  if script == "plot_members.py":  # the run logs a validation nll, not the default accuracy
+    command.append("--metric=nll")
   result = subprocess.run(
     [*command, f"--out={tmp_path / 'a.png'}"], cwd=ROOT, capture_output=True, text=True, timeout=300
   )
