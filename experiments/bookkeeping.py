@@ -314,11 +314,14 @@ class StopSignals:
   absent: checkpoints are renamed into place, metrics lines are flushed whole).
   """
 
-  def __init__(self, where: Callable[[], str] = lambda: ""):
+  def __init__(
+    self, where: Callable[[], str] = lambda: "", saved: Callable[[], bool] = lambda: True
+  ):
     # The signal received by this process (one swallowed while the command started, too).
     self.signum = start_up_signals.received()
     self.agreed = None  # the signal the job stops for (``requested``)
     self._where = where
+    self._saved = saved  # whether a checkpoint is on disk yet (the messages say what stays)
     self._previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
       try:
@@ -348,22 +351,30 @@ class StopSignals:
         if signum not in (signal.SIGINT, signal.SIGTERM):
           continue
         received += 1
-        name = signal.Signals(signum).name
-        if received == 1:
-          print(
-            f"{name}: stopping after this block{self._where()}, with a checkpoint; {name} again"
-            " quits at once, keeping the last saved checkpoint.",
-            file=sys.stderr,
-            flush=True,
-          )
-        else:
-          print(
-            f"{name} again: quitting now; the last saved checkpoint stays. Run the same command"
-            " again to resume from it.",
-            file=sys.stderr,
-            flush=True,
-          )
+        print(self.answer(signum, received), file=sys.stderr, flush=True)
+        if received > 1:
           os._exit(128 + signum)
+
+  def answer(self, signum: int, received: int) -> str:
+    """The line that answers the ``received``-th stop signal: where the run stops, and what a
+    second signal keeps (the last checkpoint, or nothing when none is saved yet)."""
+    name = signal.Signals(signum).name
+    saved = self._saved()
+    if received == 1:
+      kept = "keeping the last saved checkpoint" if saved else "before any checkpoint is saved"
+      return (
+        f"{name}: stopping after this block{self._where()}, with a checkpoint; {name} again"
+        f" quits at once, {kept}."
+      )
+    if saved:
+      return (
+        f"{name} again: quitting now; the last saved checkpoint stays. Run the same command"
+        " again to resume from it."
+      )
+    return (
+      f"{name} again: quitting now, before the run's first checkpoint: nothing is saved. Run the"
+      " same command again to start anew."
+    )
 
   def _handle(self, signum, frame):
     del frame

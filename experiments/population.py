@@ -39,7 +39,15 @@ from absl import logging
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ml_collections import ConfigDict
 
-from experiments import bookkeeping, checkpoints, config_checks, distributed, provenance, rng
+from experiments import (
+  bookkeeping,
+  checkpoints,
+  config_checks,
+  distributed,
+  provenance,
+  rng,
+  workdir,
+)
 from experiments.checkpoints import to_host
 from experiments.search import Member
 from experiments.workdir import require_workdir
@@ -324,7 +332,7 @@ class Run:
     self._block = None  # (first step, last step) of the block being computed
     self._last_progress = time.perf_counter()
     # From here on, SIGINT / SIGTERM stop with a checkpoint (and are answered at once).
-    self.stop = bookkeeping.StopSignals(self._where)
+    self.stop = bookkeeping.StopSignals(self._where, saved=lambda: workdir.has_checkpoint(path))
     self.checkpointer, self.writer, self.state, self.start = bookkeeping.start_or_resume(
       path, trainer.init_state()
     )

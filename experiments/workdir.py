@@ -332,11 +332,18 @@ def prepare_workdir(
 CONFIG_BACKUP = "config.backup.json"
 
 
-def _holds_run(path: pathlib.Path) -> bool:
+def has_checkpoint(path: pathlib.Path) -> bool:
+  """Whether the workdir holds a saved checkpoint (a step's directory under checkpoints/)."""
   checkpoints = path / "checkpoints"
-  has_checkpoint = checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
+  try:
+    return checkpoints.is_dir() and any(p.name.isdigit() for p in checkpoints.iterdir())
+  except OSError:  # the workdir went away meanwhile
+    return False
+
+
+def _holds_run(path: pathlib.Path) -> bool:
   return (
-    has_checkpoint
+    has_checkpoint(path)
     or (path / "metrics.jsonl").is_file()
     and (path / "metrics.jsonl").stat().st_size > 0
   )

@@ -225,3 +225,29 @@ def test_evaluation_progress_keeps_the_sums_exactly(tmp_path):
   assert bookkeeping.EvaluationProgress(tmp_path, 40).resume("test", 100, 10, 4)[0] == 0
   progress.clear()
   assert not (tmp_path / bookkeeping.EvaluationProgress.FILE).exists()
+
+
+def test_the_stop_answers_say_what_a_second_signal_keeps():
+  """Before the first checkpoint is saved, neither answer speaks of one: a second Ctrl-C keeps
+  nothing (and the rerun starts anew)."""
+  import signal as signals
+
+  from experiments import bookkeeping
+
+  for saved, first, second in (
+    (True, "keeping the last saved checkpoint.", "the last saved checkpoint stays"),
+    (
+      False,
+      "before any checkpoint is saved.",
+      "before the run's first checkpoint: nothing is saved",
+    ),
+  ):
+    stop = bookkeeping.StopSignals(lambda: " at step 8", saved=lambda saved=saved: saved)
+    try:
+      assert stop.answer(signals.SIGINT, 1).startswith(
+        "SIGINT: stopping after this block at step 8"
+      )
+      assert stop.answer(signals.SIGINT, 1).endswith(first)
+      assert second in stop.answer(signals.SIGTERM, 2)
+    finally:
+      stop.restore()
