@@ -90,25 +90,9 @@ def check_estimator(
   return estimator
 
 
-TAU_SCHEDULES = ("constant", "exponential")
-
-
 def check_common(config: ConfigDict) -> None:
   """Checks the fields every population experiment shares, before any compute (the searched
-  hyperparameters' own values: ``experiments.search.check``)."""
-  require(
-    config.tau_schedule in TAU_SCHEDULES,
-    "tau_schedule",
-    f"one of {TAU_SCHEDULES}",
-    config.tau_schedule,
-  )
-  # tau_min is checked against the members' own taus (schedules.check_schedule_floor).
-  require(
-    isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
-    "tau_decay_rate",
-    "a number >= 0 (per step)",
-    config.tau_decay_rate,
-  )
-  require_int(config, "tau_decay_every", minimum=1)
+  hyperparameters' own values: ``experiments.search.check``; the temperature schedule's:
+  ``experiments.schedules.check``)."""
   require_int(config, "batch_size", minimum=1)
   require(is_seed(config.seed), "seed", SEED_ALLOWED, config.seed)

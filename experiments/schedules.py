@@ -11,6 +11,24 @@ from ml_collections import ConfigDict
 from experiments import config_checks
 from experiments.search import Member
 
+# The schedules' names (``config.tau_schedule``), implemented by :func:`tau_schedule`.
+SCHEDULES = ("constant", "exponential")
+
+
+def check(config: ConfigDict) -> None:
+  """The schedule's fields (ConfigError names the field); tau_min is checked against the members'
+  own taus (:func:`check_schedule_floor`)."""
+  config_checks.require(
+    config.tau_schedule in SCHEDULES, "tau_schedule", f"one of {SCHEDULES}", config.tau_schedule
+  )
+  config_checks.require(
+    isinstance(config.tau_decay_rate, (int, float)) and config.tau_decay_rate >= 0,
+    "tau_decay_rate",
+    "a number >= 0 (per step)",
+    config.tau_decay_rate,
+  )
+  config_checks.require_int(config, "tau_decay_every", minimum=1)
+
 
 def tau_schedule(config: ConfigDict) -> Callable[[Any, Any], jax.Array]:
   r"""``(tau, step) -> tau_step``: the temperature schedule, tau and step as data (traceable).

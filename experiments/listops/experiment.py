@@ -21,7 +21,15 @@ import numpy as np
 from absl import logging
 from ml_collections import ConfigDict
 
-from experiments import config_checks, driver, population, reporting, search, workdir
+from experiments import (
+  config_checks,
+  driver,
+  population,
+  reporting,
+  schedules,
+  search,
+  workdir,
+)
 from experiments.listops import evaluators
 from experiments.listops.task import INIT_FIELDS, ListOpsTask, as_arrays
 from gr_jax import data as datasets
@@ -35,6 +43,7 @@ GENERATOR_HINT = "python -m scripts.generate_listops --out_dir=DIR"
 def validate(config: ConfigDict):
   estimator = config_checks.check_estimator(config, straight_through_only=True)
   config_checks.check_common(config)
+  schedules.check(config)
   search.check(config, HYPERPARAMETERS)
   config_checks.require(config.dataset in DATASETS, "dataset", f"one of {DATASETS}", config.dataset)
   config_checks.require(

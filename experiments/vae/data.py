@@ -24,8 +24,11 @@ from experiments import config_checks
 from gr_jax import data as datasets
 from gr_jax.data import idx_images, mnist
 
-BINARY = ("binarized_mnist", "synthetic")
-GREY = ("fashion_mnist", "mnist", "synthetic_grey")
+# The image datasets of gr_jax.data (binary or grey-scale, as their entries say), and the tests'
+# synthetic ones.
+_IMAGES = [d for d in datasets.DATASETS.values() if d.images]
+BINARY = (*(d.name for d in _IMAGES if not d.grey), "synthetic")
+GREY = (*(d.name for d in _IMAGES if d.grey), "synthetic_grey")
 DATASETS = BINARY + GREY
 BINARIZATIONS = ("fixed", "dynamic")
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from ml_collections import ConfigDict
 
-from experiments import config_checks, driver, population, rng, search, workdir
+from experiments import config_checks, driver, population, rng, schedules, search, workdir
 from experiments.vae import data, evaluation, models
 from experiments.vae.task import OPTIMIZERS, VAETask
 from gr_jax import estimators
@@ -32,6 +32,7 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   """Checks the config before any compute; ConfigError names the field."""
   estimator = config_checks.check_estimator(config, num_categories=config.arity)
   config_checks.check_common(config)
+  schedules.check(config)
   search.check(config, HYPERPARAMETERS)
   try:
     vae.log2_arity(config.arity)

@@ -65,6 +65,8 @@ class Dataset:
     download: ``(cache_dir, **options) -> (splits, source)`` with a network,
       verified before use; raises DownloadFailed. None: no download.
     how_to_get: a sentence for the not-found message, where to get the files.
+    images: its splits are 28x28 images ``[N, 784]`` (the VAE's datasets).
+    grey: the images are grey levels 0..255, binarized before use (else already 0/1).
   """
 
   name: str
@@ -73,6 +75,8 @@ class Dataset:
   read: Callable[..., Splits | None]
   download: Callable[..., tuple[Splits, str]] | None = None
   how_to_get: str = ""
+  images: bool = False
+  grey: bool = False
 
 
 def default_cache(name: str) -> pathlib.Path:

@@ -163,6 +163,8 @@ FASHION_MNIST = Dataset(
     "The files are the Fashion-MNIST release's (Xiao, Rasul & Vollgraf 2017; Debian's package"
     " dataset-fashion-mnist ships them); the download goes through tensorflow-datasets."
   ),
+  images=True,
+  grey=True,
 )
 MNIST = Dataset(
   name="mnist",
@@ -174,6 +176,8 @@ MNIST = Dataset(
     "The files are the MNIST release's (LeCun et al. 1998); the download goes through"
     " tensorflow-datasets. Binarized MNIST (fixed binarization) is the dataset binarized_mnist."
   ),
+  images=True,
+  grey=True,
 )
 
 

@@ -254,6 +254,7 @@ DATASET = Dataset(
   files=f"{NPZ_NAME} or binarized_mnist_{{train,valid,test}}.amat",
   read=lambda directory, url=AMAT_URL: _from_dir(directory),
   download=_download,
+  images=True,
 )
 
 
