@@ -81,7 +81,7 @@ def _study():
       f"--out={out} lies in the records folder {records_dir}: the runs and tables would overwrite"
       " kept records; give another --out"
     )
-  runner.check(study, arms, _SET.value, _DATA_ROOT.value)
+  runner.check(arms, _SET.value, _DATA_ROOT.value)
   if _SLURM.value:
     script = runner.slurm_script(
       _STUDY.value, study, arms, str(out), str(records_dir or ""), _SET.value, _DATA_ROOT.value
@@ -93,7 +93,7 @@ def _study():
   if _RUN.value:
     if records_dir:
       records.check_writable(records_dir, "--records")
-    runner.train(study, arms, out, records_dir, _SET.value, _DATA_ROOT.value)
+    runner.train(arms, out, records_dir, _SET.value, _DATA_ROOT.value)
   if not _TABLES.value:
     return
   readings = runner.read(study, out, records_dir, _SET.value)

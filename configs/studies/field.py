@@ -89,5 +89,4 @@ def get_study() -> Study:
     report=lambda readings: leaderboard.report(readings, HEADER, FOOTER, bench=BENCH),
     records="records/field",
     page="docs/leaderboard.md",
-    command=COMMAND,
   )

@@ -45,7 +45,6 @@ def report(
     runs[labels["arity"], labels["depth"], labels["estimator"]] = run
   reference = estimators[0]
   bounds, against, variance, data = [], [], [], []
-  spread = lambda values: tables.spread(values) if values else "-"  # noqa: E731
   values = lambda run, tau, field: list(run.by_seed(field, tau=tau).values()) if run else []  # noqa: E731
   for arity in arities:
     for tau in taus:
@@ -64,8 +63,12 @@ def report(
         cells = [values(one, tau, "test_nll"), values(two, tau, "test_nll")]
         valid = [values(one, tau, "valid_nll"), values(two, tau, "valid_nll")]
         bounds.append(
-          [arity, tau, estimator, spread(cells[0]), spread(cells[1])]
-          + [spread(difference.differences), spread(valid[0]), spread(valid[1])]
+          [arity, tau, estimator, tables.spread(cells[0]), tables.spread(cells[1])]
+          + [
+            tables.spread(difference.differences),
+            tables.spread(valid[0]),
+            tables.spread(valid[1]),
+          ]
         )
         data.append(
           {
@@ -90,8 +93,11 @@ def report(
               base.by_seed("test_nll", tau=tau), run.by_seed("test_nll", tau=tau)
             )
             against.append(
-              [arity, tau, depth, estimator, spread(values(run, tau, "test_nll"))]
-              + [spread(difference.differences), f"{difference.lower} of {len(difference.seeds)}"]
+              [arity, tau, depth, estimator, tables.spread(values(run, tau, "test_nll"))]
+              + [
+                tables.spread(difference.differences),
+                f"{difference.lower} of {len(difference.seeds)}",
+              ]
             )
           members = run.select(tau=tau)
           for layer in sorted({k for m in members for k in _variance(m)}):

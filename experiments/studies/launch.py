@@ -12,7 +12,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -58,10 +57,6 @@ def load_config(config: str, overrides: list[str]):
     raise LaunchError(config_checks.flag_error_line(e)) from None
 
 
-def _requested_steps(config) -> int | None:
-  return config.get("num_steps") if hasattr(config, "get") else None
-
-
 def _restore_records(records: pathlib.Path, workdir: pathlib.Path, steps: int | None) -> bool:
   """Copies a finished run's kept records into ``workdir`` when it holds nothing of a run yet;
   returns whether it did. Records that cannot serve (damaged, another length) are announced:
@@ -86,10 +81,7 @@ def _restore_records(records: pathlib.Path, workdir: pathlib.Path, steps: int | 
       flush=True,
     )
     return False
-  workdir.mkdir(parents=True, exist_ok=True)
-  for name in records_lib.RECORD_FILES:
-    if (records / name).is_file():
-      shutil.copy2(records / name, workdir / name)
+  records_lib.copy_records(records, workdir)
   print(f"{workdir}: a finished run's records copied from {records}", flush=True)
   return True
 
@@ -113,7 +105,7 @@ def train(
   run, which saves a checkpoint and stops, and waited for. A run that fails or
   is stopped raises LaunchError quoting the run's own last line.
   """
-  steps = _requested_steps(load_config(config, overrides))
+  steps = load_config(config, overrides).get("num_steps")  # None for an epochs experiment
   workdir.mkdir(parents=True, exist_ok=True)
   restored = records is not None and _restore_records(records, workdir, steps)
   action = "reading the copied run" if restored else "training"

@@ -281,11 +281,17 @@ def keep(workdir: pathlib.Path, into: pathlib.Path) -> bool:
         f"{workdir}: an older run of the same length as the records kept in {into}: not"
         f" replaced; delete {into} to keep this run instead"
       )
-  into.mkdir(parents=True, exist_ok=True)
-  for name in RECORD_FILES:
-    if (workdir / name).is_file():
-      shutil.copy2(workdir / name, into / name)  # its time too: "older" compares them
+  copy_records(workdir, into)
   return True
+
+
+def copy_records(source: pathlib.Path, target: pathlib.Path) -> None:
+  """Copies the record files ``source`` holds into ``target``, with their file times ("older"
+  compares them)."""
+  target.mkdir(parents=True, exist_ok=True)
+  for name in RECORD_FILES:
+    if (source / name).is_file():
+      shutil.copy2(source / name, target / name)
 
 
 def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:

@@ -140,7 +140,6 @@ class Study:
     report: ``Readings -> Report``.
     records: the tracked folder that keeps each finished arm's records.
     page: a docs page the report is also written to with ``--page`` (generated only).
-    command: the study's command line as the page prints it.
   """
 
   name: str
@@ -148,7 +147,6 @@ class Study:
   report: Callable[[Readings], Report]
   records: str = ""
   page: str = ""
-  command: str = ""
 
   def __post_init__(self):
     names = [arm.name for arm in self.arms]
@@ -174,14 +172,13 @@ class Study:
     return tuple(chosen)
 
 
-def check(study: Study, arms: Sequence[Arm], extra: Sequence[str], data_root: str) -> None:
+def check(arms: Sequence[Arm], extra: Sequence[str], data_root: str) -> None:
   """Every arm's config and overrides load (one LaunchError line otherwise), before training."""
   for arm in arms:
     launch.load_config(arm.config, arm.command_overrides(extra, data_root))
 
 
 def train(
-  study: Study,
   arms: Sequence[Arm],
   out: pathlib.Path,
   records_dir: pathlib.Path | None,
@@ -204,16 +201,15 @@ def read(
   """
   runs, missing = {}, {}
   for arm in study.arms:
-    places = [out / arm.name] + ([arm.kept_at(records_dir)] if arm.kept_at(records_dir) else [])
-    for place in places:
+    expected, kept = _expected(arm, extra), arm.kept_at(records_dir)
+    for place in [out / arm.name, *([kept] if kept else [])]:
       try:
-        runs[arm.name] = records.read_run(place, _expected(arm, extra))
+        runs[arm.name] = records.read_run(place, expected)
         break
       except records.Unfinished as e:
-        missing[arm.name] = str(e).split(": ", 1)[-1]
+        reason = str(e).split(": ", 1)[-1]
     else:
-      continue
-    missing.pop(arm.name, None)
+      missing[arm.name] = reason  # the last place's: the records, where they are kept
   arms = {a.name: a for a in study.arms}
   return Readings(runs=runs, missing=missing, arms=arms, overrides=tuple(extra))
 
@@ -224,13 +220,10 @@ IDENTITY_FIELDS = ("experiment", "model", "dataset", "binarization", "arity", "n
 
 
 def _expected(arm: Arm, extra: Sequence[str]) -> dict[str, Any]:
-  if (
-    arm.config.split(":", 1)[0].endswith(".py") and pathlib.Path(arm.config.split(":")[0]).is_file()
-  ):
+  identity = {}
+  if pathlib.Path(arm.config.partition(":")[0]).is_file():  # not for the tests' canned arms
     config = launch.load_config(arm.config, arm.command_overrides(extra))
     identity = {f: config[f] for f in IDENTITY_FIELDS if f in config}
-  else:
-    identity = {}  # an arm whose config file is not here (tests of canned records)
   return {**identity, **arm.expect(extra)}
 
 
