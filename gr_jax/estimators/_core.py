@@ -202,6 +202,12 @@ def _typed_key(key: Array) -> Array:
 # ---------------------------------------------------------------------------
 
 
+def _uniform_open(key: Array, shape, dtype) -> Array:
+  """U ~ Uniform(0, 1) with U > 0 (so that -log(U) is finite, and a comparison with 1 - p never
+  picks a category of probability 0)."""
+  return jax.random.uniform(key, shape, dtype, minval=jnp.finfo(dtype).tiny)
+
+
 def _invalid_rows(logits: Array) -> Array:
   """``[..., 1]`` True where a row defines no distribution (NaN, +inf, all -inf)."""
   bad_entry = jnp.isnan(logits) | jnp.isposinf(logits)

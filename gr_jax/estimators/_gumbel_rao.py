@@ -23,6 +23,7 @@ from gr_jax.estimators._core import (
   _one_hot_estimator,
   _public,
   _typed_key,
+  _uniform_open,
 )
 from gr_jax.estimators._lattice import MAX_LATTICE_POINTS, korobov_vector
 
@@ -48,11 +49,6 @@ _BACKWARD_STREAM = 1
 # ---------------------------------------------------------------------------
 # Gumbel-Rao (GR-MCK).
 # ---------------------------------------------------------------------------
-
-
-def _uniform_open(key: Array, shape, dtype) -> Array:
-  """U ~ Uniform(0, 1) with U > 0, so that -log(U) is finite and > 0."""
-  return jax.random.uniform(key, shape, dtype, minval=jnp.finfo(dtype).tiny)
 
 
 def _sample_exponentials(key: Array, start, size: int, shape, dtype) -> Array:

@@ -37,6 +37,7 @@ from gr_jax.estimators._core import (
   _gumbel_max,
   _invalid_rows,
   _public,
+  _uniform_open,
 )
 
 
@@ -240,7 +241,7 @@ def disarm(
   fixed_logits = jax.lax.stop_gradient(logits).astype(dtype)
   alpha = fixed_logits[..., 1] - fixed_logits[..., 0]  # [..., m]; +-inf where a category is masked
   probability = jax.nn.sigmoid(alpha)
-  u = jax.random.uniform(key, alpha.shape, dtype, minval=jnp.finfo(dtype).tiny)
+  u = _uniform_open(key, alpha.shape, dtype)
   b = (u > 1.0 - probability).astype(dtype)
   b_tilde = (u < probability).astype(dtype)
   invalid = _invalid_rows(logits)  # [..., m, 1]: NaN sample rows, as every estimator's
