@@ -69,15 +69,9 @@ def _from_dir(directory: pathlib.Path) -> dict[str, np.ndarray] | None:
   data = _read_dir(directory)
   if data is None or unverified(DATASET_NAME):
     return data
-  for split, (count, digest) in EXPECTED.items():
-    if len(data[split]) != count or rows_digest(data[split]) != digest:
-      raise not_the_release(
-        str(directory),
-        "binarized MNIST",
-        DATASET_NAME,
-        f"split {split!r}: {len(data[split])} images whose sorted rows' sha256 is not the"
-        " release's",
-      )
+  mismatch = _mismatch(data)
+  if mismatch:
+    raise not_the_release(str(directory), "binarized MNIST", DATASET_NAME, mismatch)
   return data
 
 
@@ -146,20 +140,26 @@ def rows_digest(images: np.ndarray) -> str:
   return hashlib.sha256(rows.tobytes()).hexdigest()
 
 
-def _verify(data: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
-  """Checks downloaded splits against EXPECTED (size, then checksum)."""
+def _mismatch(data: dict[str, np.ndarray]) -> str | None:
+  """How the first split differs from EXPECTED (size, then checksum); None when none does."""
   for split, (count, digest) in EXPECTED.items():
     images = data[split]
     if len(images) != count:
-      raise InvalidDataError(
-        f"{source}: split {split!r} has {len(images)} images, expected {count}."
-      )
+      return f"split {split!r} has {len(images)} images, expected {count}"
     got = rows_digest(images)
     if got != digest:
-      raise InvalidDataError(
-        f"{source}: split {split!r} fails its checksum (sha256 of the sorted rows"
-        f" {got[:16]}..., expected {digest[:16]}...)."
+      return (
+        f"split {split!r} fails its checksum (sha256 of the sorted rows {got[:16]}..., expected"
+        f" {digest[:16]}...)"
       )
+  return None
+
+
+def _verify(data: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
+  """Checks downloaded splits against EXPECTED (size, then checksum)."""
+  mismatch = _mismatch(data)
+  if mismatch:
+    raise InvalidDataError(f"{source}: {mismatch}.")
   return data
 
 
