@@ -1,21 +1,17 @@
 """experiments/studies/depth.py: the depth study's tables from the committed records, and the
 ladder recomputed from checkpoints and then read from its kept ladder.json."""
 
-import importlib.util
 import json
 
 import pytest
 
-from experiments.studies import depth, launch, records, runner
+from experiments.studies import depth, launch, page, records, runner
 from tests.cli import ROOT
 from tests.studies.test_runner import TINY
 
 
 def _study(arg=""):
-  spec = importlib.util.spec_from_file_location("depth_study", ROOT / "configs/studies/depth.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_study(arg) if arg else module.get_study()
+  return page.load_study("configs/studies/depth.py" + (f":{arg}" if arg else ""))
 
 
 def test_the_committed_depth_table_is_generated_from_the_committed_records(tmp_path):

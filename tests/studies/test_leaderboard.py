@@ -1,10 +1,9 @@
 """experiments/studies/leaderboard.py on canned records whose table is worked out by hand below,
 and docs/leaderboard.md regenerated from the committed records."""
 
-import importlib.util
 import json
 
-from experiments.studies import leaderboard, runner
+from experiments.studies import leaderboard, page, runner
 from tests.cli import ROOT
 from tests.studies.canned import simple_run, write_run
 
@@ -143,11 +142,8 @@ def test_an_arm_not_finished_is_listed_not_silently_dropped(tmp_path):
 
 
 def test_the_committed_page_is_generated_from_the_committed_records(tmp_path):
-  spec = importlib.util.spec_from_file_location("field", ROOT / "configs/studies/field.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  study = module.get_study()
+  study = page.load_study("configs/studies/field.py")
   readings = runner.read(study, tmp_path / "no_runs", ROOT / study.records)
   assert not readings.missing
-  page = study.report(readings).markdown
-  assert page == (ROOT / study.page).read_text()
+  generated = study.report(readings).markdown
+  assert generated == (ROOT / study.page).read_text()
