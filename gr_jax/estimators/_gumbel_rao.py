@@ -51,14 +51,19 @@ _BACKWARD_STREAM = 1
 # ---------------------------------------------------------------------------
 
 
-def _sample_exponentials(key: Array, start, size: int, shape, dtype) -> Array:
-  """Exp(1) draws ``[size, *shape]`` of samples start, ..., start + size - 1.
+def _sample_uniforms(key: Array, start, size: int, shape, dtype) -> Array:
+  """U(0, 1) draws ``[size, *shape]``, in (0, 1), of samples start, ..., start + size - 1.
 
   Sample k is drawn from ``fold_in(key, k)``: the draws depend on the key and
   the sample's index only, not on how the K samples are chunked or batched.
   """
   keys = jax.vmap(lambda k: jax.random.fold_in(key, k))(start + jnp.arange(size))
-  return jax.vmap(lambda k: -jnp.log(_uniform_open(k, shape, dtype)))(keys)
+  return jax.vmap(lambda k: _uniform_open(k, shape, dtype))(keys)
+
+
+def _sample_exponentials(key: Array, start, size: int, shape, dtype) -> Array:
+  """Exp(1) draws ``[size, *shape]``: -log of `_sample_uniforms`."""
+  return -jnp.log(_sample_uniforms(key, start, size, shape, dtype))
 
 
 @_public
@@ -78,8 +83,10 @@ def conditional_gumbel(key: Array, logits: Array, sample: Array, num_samples: in
   computed in log space (``logaddexp``), so it is finite for logits of any
   scale; ``-inf`` logits give ``-inf``. Sample k uses the uniforms
   ``jax.random.uniform(fold_in(key, k), logits.shape)`` (:math:`E = -\log U`):
-  the backward pass of :func:`gumbel_rao` called with ``key`` evaluates the
-  Jacobian at ``conditional_gumbel(fold_in(key, 1), logits, D, K)``.
+  for n > 2 the backward pass of :func:`gumbel_rao` called with ``key``
+  evaluates the Jacobian at ``conditional_gumbel(fold_in(key, 1), logits, D,
+  K)`` (for n = 2 it draws one uniform per variable and sample instead, the
+  odds ratio of the two exponentials: the same law, other numbers).
 
   Args:
     key: a PRNG key.
@@ -159,24 +166,38 @@ def _gr_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau, 
   return cotangent * weight_sum - weighted_inner
 
 
-def _gr_binary_chunk_vjp(exps, exp_top, head, tail, is_top, is_masked, cotangent, tau, is_sample):
-  r"""`_gr_chunk_vjp` for two categories (the same arguments, ``n = 2``), on ``[c, V]`` arrays.
+def _gr_binary_chunk_vjp(uniforms, head, tail, is_top, is_masked, cotangent, tau, is_sample):
+  r"""`_gr_chunk_vjp` for two categories, from one uniform per variable and sample.
 
-  With i the sampled category, j the other and :math:`u = (1 + r_j)^{-1/\tau}`, the
-  conditional softmax is :math:`s_i = 1 / (1 + u)`, :math:`s_j = u / (1 + u)`, and
+  With i the sampled category and j the other, the conditional softmax
+  depends on the exponentials only through their ratio :math:`W = E_j / E_i`,
+  whose law :math:`P(W \le w) = w / (1 + w)` is that of :math:`U / (1 - U)`
+  for :math:`U \sim U(0, 1)` (:math:`\log W` is Logistic(0, 1)): so
+
+  .. math::
+    \log(1 + r_j) = \log \frac{(1 - U) + U e^{\log Z - \theta_j}}{1 - U},
+
+  computed with ``head`` and ``tail`` as in `_gr_chunk_vjp` (no overflow), and with
+  :math:`u = (1 + r_j)^{-1/\tau}` the conditional softmax is :math:`s_i = 1 / (1 + u)`,
+  :math:`s_j = u / (1 + u)`, and
 
   .. math::
     s \odot (g - \langle g, s \rangle) = s_i s_j (g_i - g_j) \,(e_i - e_j),
     \qquad s_i s_j = u / (1 + u)^2:
 
-  one weight per variable and sample, instead of the general case's contractions over a
-  last axis of 2 (half the binary GR-MC10 backward's time on CPU).
+  one random number, a log, an exp and two divisions per variable and sample:
+  half the random numbers of the general case's two exponentials, and no log
+  to turn them into exponentials.
+
+  Args:
+    uniforms: ``[c, V]`` the chunk's U in (0, 1), one per variable and sample.
+    head, tail, is_top, is_masked, cotangent, tau, is_sample: as in `_gr_chunk_vjp`.
   """
   other = lambda x: jnp.sum(jnp.where(is_top, 0.0, x), axis=-1)  # noqa: E731
-  exp_other = other(exps)  # [c, V]
   tail_other = other(tail)  # [V]
-  log1p_ratio = tail_other + jnp.log1p(
-    exp_other * (other(head) / exp_top[..., 0]) + jnp.expm1(-tail_other)
+  complement = 1.0 - uniforms  # exact in floating point for U in [1/2, 1)
+  log1p_ratio = tail_other + jnp.log(
+    (complement * jnp.exp(-tail_other) + uniforms * other(head)) / complement
   )
   u = jnp.exp(-log1p_ratio / tau[:, 0])
   u = jnp.where(jnp.any(is_masked, axis=-1), 0.0, u)
@@ -193,24 +214,37 @@ def _top_exponential(exps, is_top):
   return exps, jnp.sum(jnp.where(is_top, exps, 0.0), axis=-1, keepdims=True)
 
 
-def _monte_carlo_exponentials(dtype, key, start, size, is_top):
-  """Independent Exp(1) draws for samples [start, start + size) of one batch row."""
-  return _top_exponential(_sample_exponentials(key, start, size, is_top.shape, dtype), is_top)
+def _lattice_uniforms(generator, tent, shift, start, size):
+  """``[c, V, m]`` the shifted lattice points [start, start + size) of one row.
 
-
-def _lattice_exponentials(generator, tent, shift, start, size, is_top):
-  """Exp(1) marginals from the shifted lattice points [start, start + size) of one row."""
+  ``shift`` is the row's ``[V, m]`` uniform shift, m the lattice's dimension.
+  """
   num_points, z = generator
   # Modulo K: the padding past the last point (weighted zero) wraps round, and
   # k * z stays within int32.
   k = (start + jnp.arange(size, dtype=jnp.int32)) % num_points
-  rows = (k[:, None] * z[None, :] % num_points).astype(shift.dtype) / num_points  # [c, n]
+  rows = (k[:, None] * z[None, :] % num_points).astype(shift.dtype) / num_points  # [c, m]
   u = rows[:, None, :] + shift[None]
-  u = u - jnp.floor(u)  # [c, V, n], each marginally U[0, 1)
+  u = u - jnp.floor(u)  # each marginally U[0, 1)
   if tent:
     u = 1.0 - jnp.abs(2.0 * u - 1.0)  # baker's transform: still uniform
   dtype = u.dtype
-  u = jnp.clip(u, jnp.finfo(dtype).tiny, 1.0 - jnp.finfo(dtype).epsneg)
+  return jnp.clip(u, jnp.finfo(dtype).tiny, 1.0 - jnp.finfo(dtype).epsneg)
+
+
+def _monte_carlo_noise(binary, dtype, key, start, size, is_top):
+  """The chunk's random numbers for one batch row: binary ``[c, V]`` uniforms, else
+  ``(exps, exp_top)`` Exp(1) draws."""
+  if binary:
+    return _sample_uniforms(key, start, size, is_top.shape[:-1], dtype)
+  return _top_exponential(_sample_exponentials(key, start, size, is_top.shape, dtype), is_top)
+
+
+def _lattice_noise(binary, generator, tent, shift, start, size, is_top):
+  """`_monte_carlo_noise` from the shifted lattice (binary: one coordinate, z = 1)."""
+  u = _lattice_uniforms(generator, tent, shift, start, size)
+  if binary:
+    return u[..., 0]
   return _top_exponential(-jnp.log(u), is_top)
 
 
@@ -239,12 +273,16 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
     cotangent,
     tau,
   )
+  binary = num_categories == 2
   if sampler == "mc":
-    noise_state, noise = keys, functools.partial(_monte_carlo_exponentials, logits.dtype)
+    noise_state, noise = keys, functools.partial(_monte_carlo_noise, binary, logits.dtype)
   else:
-    generator = (num_samples, jnp.asarray(korobov_vector(num_samples, num_categories), jnp.int32))
-    noise = functools.partial(_lattice_exponentials, generator, sampler == "qmc_tent")
-    noise_state = jax.vmap(lambda k: jax.random.uniform(k, logits.shape[1:], logits.dtype))(keys)
+    # Binary variables need one coordinate (the odds ratio), the general case one per category.
+    dimension = 1 if binary else num_categories
+    generator = (num_samples, jnp.asarray(korobov_vector(num_samples, dimension), jnp.int32))
+    noise = functools.partial(_lattice_noise, binary, generator, sampler == "qmc_tent")
+    shift_shape = logits.shape[1:-1] + (dimension,)
+    noise_state = jax.vmap(lambda k: jax.random.uniform(k, shift_shape, logits.dtype))(keys)
 
   # K in equal chunks, as few as the memory bound allows, the last one padded
   # with samples weighted zero (fewer than one per chunk): one compiled chunk,
@@ -257,10 +295,12 @@ def _gr_batched_grad(num_samples, sampler, chunk_elements, keys, logits, sample,
 
   def chunk_vjp(start):
     def one_row(state, head, tail, top, masked, cot, row_tau):
-      exps, exp_top = noise(state, start, chunk_size, top)
       is_sample = start + jnp.arange(chunk_size) < num_samples
-      row_vjp = _gr_binary_chunk_vjp if num_categories == 2 else _gr_chunk_vjp
-      return row_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau, is_sample)
+      if binary:
+        uniforms = noise(state, start, chunk_size, top)
+        return _gr_binary_chunk_vjp(uniforms, head, tail, top, masked, cot, row_tau, is_sample)
+      exps, exp_top = noise(state, start, chunk_size, top)
+      return _gr_chunk_vjp(exps, exp_top, head, tail, top, masked, cot, row_tau, is_sample)
 
     return jax.vmap(one_row)(noise_state, *rows)
 
@@ -416,9 +456,11 @@ def gumbel_rao_qmc(
   estimator stays unbiased for :math:`E[\nabla_{\mathrm{STGS}} \mid D]`, while
   the lattice spreads the K points evenly and cuts the inner (given D)
   variance well below Monte Carlo's at equal K. It draws n random numbers per
-  variable instead of K n. This is the "well-known variance reduction" the
-  paper's section 3.3 suggests; the lattice rule is standard (Sloan & Joe
-  1994; L'Ecuyer & Lemieux 2000), the construction is ours.
+  variable instead of K n (binary variables: one lattice coordinate, the odds
+  ratio of the two exponentials, and one random shift). This is the
+  "well-known variance reduction" the paper's section 3.3 suggests; the
+  lattice rule is standard (Sloan & Joe 1994; L'Ecuyer & Lemieux 2000), the
+  construction is ours.
 
   Args:
     key: a PRNG key (the sample ``D`` is the same as ``gumbel_rao``'s).
