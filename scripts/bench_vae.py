@@ -56,6 +56,14 @@ _MODELS = flags.DEFINE_list(
 )
 _TEST_SIZE = 10_000
 _OUT = flags.DEFINE_string("out", "", "Write every row as JSON to this file.")
+_TAUS = flags.DEFINE_list(
+  "taus", None, "Temperatures: every estimator at each (rows est@tau); unset: the config's."
+)
+_PRNG_IMPLS = flags.DEFINE_list(
+  "prng_impls",
+  None,
+  "PRNG implementations of the step keys (rows est:impl), e.g. threefry2x32,rbg.",
+)
 CONFIGS = {
   "concrete": vae_16ary.get_config,
   "relu_mlp": vae_relu_mlp.get_config,
@@ -68,6 +76,8 @@ flag_checks.choices(_MODELS, CONFIGS)
 flag_checks.estimator_names(_ESTIMATORS)
 flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
 flag_checks.at_least(_REPEATS, 1)
+flag_checks.numbers(_TAUS, float, minimum=0.0)
+flag_checks.choices(_PRNG_IMPLS, ("threefry2x32", "rbg", "unsafe_rbg"))
 
 
 def _interleaved_medians(fns, repeats):
@@ -115,9 +125,18 @@ def main(argv):
   for model in (m for m in times if m.startswith("bernoulli")):
     print(f"\n{model}: each estimator / ST-GS, same run (target <= 2.2x for RLOO-2 and DisARM):")
     for row, ms in times[model].items():
-      reference = times[model].get(f"{row.split()[0]} st_gs")
-      if reference and not row.startswith("M="):
+      reference = None if row.startswith("M=") else times[model].get(_st_gs_row(row))
+      if reference:
         print(f"  {row}: {ms / reference:.2f}x")
+  if len(_PRNG_IMPLS.value or ()) > 1:
+    first = _PRNG_IMPLS.value[0]
+    print(f"\neach PRNG implementation / {first}, same run:")
+    for model, rows in times.items():
+      for row, ms in rows.items():
+        if row.endswith(f":{first}") and not row.startswith("M="):
+          for impl in _PRNG_IMPLS.value[1:]:
+            other = rows[row.removesuffix(first) + impl]
+            print(f"  {model} {row.removesuffix(':' + first)}: {impl} {other / ms:.2f}x")
   if _OUT.value:
     device = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
     rows = [
@@ -128,6 +147,13 @@ def main(argv):
     pathlib.Path(_OUT.value).write_text(json.dumps(rows, indent=1) + "\n")
 
 
+def _st_gs_row(row: str) -> str:
+  """The ST-GS row timed beside ``row`` ("B=50 gr_exact@0.5:rbg" -> "B=50 st_gs@0.5:rbg")."""
+  batch, name = row.split()
+  suffix = name[len(name.split("@")[0].split(":")[0]) :]
+  return f"{batch} st_gs{suffix}"
+
+
 def train_steps(get_config, rng):
   """The model's jitted training steps, one per batch size and estimator (``"B=20 st_gs"``), each
   a call that runs one step; the RNG floor of each GR-MCK row; and a function returning how many
@@ -135,29 +161,42 @@ def train_steps(get_config, rng):
   steps, floors, jitted = {}, {}, {}
   for batch_size in map(int, _BATCH_SIZES.value):
     x = jnp.asarray(rng.random((batch_size, 784)) < 0.13, jnp.float32)
-    for name in _ESTIMATORS.value:
-      row = f"B={batch_size} {name}"
+    variants = [
+      (name, tau, impl)
+      for name in _ESTIMATORS.value
+      for tau in _TAUS.value or [None]
+      for impl in _PRNG_IMPLS.value or [None]
+    ]
+    for name, tau, impl in variants:
+      row = f"B={batch_size} {name}" + (f"@{tau}" if tau else "") + (f":{impl}" if impl else "")
       config = get_config()
       config.estimator, config.batch_size = name, batch_size
+      if tau:
+        config.tau = float(tau)
       if config.dataset != "binarized_mnist":  # the Bernoulli models: no data is read here
         config.dataset = "synthetic_grey"
       task = VAETask(config, vae.validate(config))
       hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
       jitted[row] = jax.jit(task.train_step, donate_argnums=0)
-      holder = {"state": task.init_member(jax.random.key(0), hyperparameters, 0), "step": 0}
+      make_key = lambda seed, impl=impl: jax.random.key(seed, impl=impl)  # noqa: E731
+      holder = {"state": task.init_member(make_key(0), hyperparameters, 0), "step": 0}
 
-      def step(train_step=jitted[row], holder=holder, hyperparameters=hyperparameters, x=x):
+      def step(
+        train_step=jitted[row], holder=holder, hyperparameters=hyperparameters, x=x, key=make_key
+      ):
         holder["step"] += 1
         holder["state"], metrics = train_step(
-          holder["state"], hyperparameters, x, jax.random.key(holder["step"]), holder["step"]
+          holder["state"], hyperparameters, x, key(holder["step"]), holder["step"]
         )
         jax.block_until_ready(metrics)
 
       steps[row] = step
-      if name.startswith("gr_mc"):
+      if name.startswith("gr_mc") and not impl:
         # The uniforms of K samples of every variable of every stochastic layer.
         layers = len(task.inference_networks)
         size = batch_size * config.num_vars * config.arity * int(name[5:]) * layers
+        if config.arity == 2:  # binary GR draws one uniform per variable and sample
+          size //= 2
         floor = jax.jit(lambda key, n=size: jnp.sum(jax.random.uniform(key, (n,))))
         floors[row] = lambda floor=floor: jax.block_until_ready(floor(jax.random.key(0)))
   return steps, floors, lambda: {row: fn._cache_size() for row, fn in jitted.items()}
@@ -166,15 +205,16 @@ def train_steps(get_config, rng):
 def print_table(ms, floor_ms, compiles) -> None:
   """One row per batch size and estimator; beside each GR row its RNG floor and the target
   (ST-GS's step + 1.5 x the floor)."""
+  width = max(10, *(len(row.split()[1]) for row in ms))
   print(
-    f"{'B':>4} {'estimator':<10} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13}"
+    f"{'B':>4} {'estimator':<{width}} {'ms/step':>9} {'steps/s':>8} {'RNG floor ms':>13}"
     f" {'target ms':>10} {'met':>4}"
   )
   compiled = compiles()
   for row, step_ms in ms.items():
     batch_size, name = row[2:].split()
-    line = f"{batch_size:>4} {name:<10} {step_ms:>9.2f} {1e3 / step_ms:>8.1f}"
-    stgs_ms = ms.get(f"B={batch_size} st_gs")
+    line = f"{batch_size:>4} {name:<{width}} {step_ms:>9.2f} {1e3 / step_ms:>8.1f}"
+    stgs_ms = ms.get(_st_gs_row(row))
     if row in floor_ms and stgs_ms is not None:
       target = stgs_ms + 1.5 * floor_ms[row]
       met = "yes" if step_ms <= target else "no"

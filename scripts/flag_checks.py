@@ -15,12 +15,14 @@ def parses(kind, minimum, value) -> bool:
 
 
 def numbers(flag: flags.FlagHolder, kind: type, minimum: float | None = None) -> None:
-  """A list flag whose items must be ``kind`` (int or float), each >= ``minimum``."""
+  """A list flag whose items must be ``kind`` (int or float), each >= ``minimum`` (unset: None)."""
   what = {int: "ints", float: "numbers"}[kind]
   bound = f" >= {minimum}" if minimum is not None else ""
   flags.register_validator(
     flag,
-    lambda values: bool(values) and all(parses(kind, minimum, v) for v in values),
+    lambda values: (
+      values is None or (bool(values) and all(parses(kind, minimum, v) for v in values))
+    ),
     message=f"must be a comma-separated list of {what}{bound}",
   )
 
@@ -33,11 +35,11 @@ def at_least(flag: flags.FlagHolder, minimum: int) -> None:
 
 
 def choices(flag: flags.FlagHolder, allowed: Iterable[str]) -> None:
-  """A list flag whose items must be among ``allowed``."""
+  """A list flag whose items must be among ``allowed`` (unset: None)."""
   allowed = tuple(allowed)
   flags.register_validator(
     flag,
-    lambda values: bool(values) and all(v in allowed for v in values),
+    lambda values: values is None or (bool(values) and all(v in allowed for v in values)),
     message=f"must be a comma-separated list of {', '.join(allowed)}",
   )
 
