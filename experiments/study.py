@@ -96,7 +96,8 @@ def _study():
     runner.train(arms, out, records_dir, _SET.value, _DATA_ROOT.value)
   if not _TABLES.value:
     return
-  readings = runner.read(study, out, records_dir, _SET.value)
+  selected = [arm.name for arm in arms] if _ARMS.value else None
+  readings = runner.read(study, out, records_dir, _SET.value, selected)
   report = study.report(readings)
   markdown, _ = tables.write(out, study.name, report.markdown, report.data)
   if _PAGE.value and study.page:

@@ -49,7 +49,7 @@ _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
 _REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
 _EVAL_IMAGES = flags.DEFINE_integer(
-  "eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000)."
+  "eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000, 0 = no evaluation)."
 )
 _MODELS = flags.DEFINE_list(
   "models", ["concrete", "two_layer"], "concrete (the default), relu_mlp and/or two_layer."
@@ -62,7 +62,7 @@ _TAUS = flags.DEFINE_list(
 _PRNG_IMPLS = flags.DEFINE_list(
   "prng_impls",
   None,
-  "PRNG implementations of the step keys (rows est:impl), e.g. threefry2x32,rbg.",
+  "PRNG implementations of the step keys (rows est/impl), e.g. threefry2x32,rbg.",
 )
 CONFIGS = {
   "concrete": vae_16ary.get_config,
@@ -117,7 +117,8 @@ def main(argv):
       {row: 1e3 * s for (m, row), s in floor_seconds.items() if m == model},
       compiles[model],
     )
-    times[model]["M=5000 per image"] = evaluation_ms_per_image(CONFIGS[model], rng)
+    if _EVAL_IMAGES.value:
+      times[model]["M=5000 per image"] = evaluation_ms_per_image(CONFIGS[model], rng)
   if "concrete" in times and "two_layer" in times:
     print("\ntwo layers / one layer, same run (target <= 2.2x for ST-GS and GR-MC100):")
     for row, ms in times["two_layer"].items():
@@ -133,10 +134,10 @@ def main(argv):
     print(f"\neach PRNG implementation / {first}, same run:")
     for model, rows in times.items():
       for row, ms in rows.items():
-        if row.endswith(f":{first}") and not row.startswith("M="):
+        if row.endswith(f"/{first}") and not row.startswith("M="):
           for impl in _PRNG_IMPLS.value[1:]:
             other = rows[row.removesuffix(first) + impl]
-            print(f"  {model} {row.removesuffix(':' + first)}: {impl} {other / ms:.2f}x")
+            print(f"  {model} {row.removesuffix('/' + first)}: {impl} {other / ms:.2f}x")
   if _OUT.value:
     device = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
     rows = [
@@ -148,9 +149,9 @@ def main(argv):
 
 
 def _st_gs_row(row: str) -> str:
-  """The ST-GS row timed beside ``row`` ("B=50 gr_exact@0.5:rbg" -> "B=50 st_gs@0.5:rbg")."""
+  """The ST-GS row timed beside ``row`` ("B=50 gr_exact@0.5/rbg" -> "B=50 st_gs@0.5/rbg")."""
   batch, name = row.split()
-  suffix = name[len(name.split("@")[0].split(":")[0]) :]
+  suffix = name[len(name.split("@")[0].split("/")[0]) :]
   return f"{batch} st_gs{suffix}"
 
 
@@ -168,7 +169,7 @@ def train_steps(get_config, rng):
       for impl in _PRNG_IMPLS.value or [None]
     ]
     for name, tau, impl in variants:
-      row = f"B={batch_size} {name}" + (f"@{tau}" if tau else "") + (f":{impl}" if impl else "")
+      row = f"B={batch_size} {name}" + (f"@{tau}" if tau else "") + (f"/{impl}" if impl else "")
       config = get_config()
       config.estimator, config.batch_size = name, batch_size
       if tau:

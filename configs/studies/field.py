@@ -9,6 +9,11 @@ at tau = 1 ReinMax is ZGR). The report is docs/leaderboard.md.
   python -m experiments.study --study=configs/studies/field.py --out=runs/field \
       --data_root=../shared/data [--arms=nonlinear_fashion_mnist/] [--page]
 
+``field.py:ESTIMATOR[,ESTIMATOR...][@BENCH]`` adds rows of one's own estimators
+(import paths, ``package.module:attribute``) on every setting, and reads their
+ms per step from the bench file BENCH beside the kept one
+(docs/compare_your_estimator.md).
+
 Expected (records/field, 3 seeds): test IWAE-100 on non-linear Fashion-MNIST
 DisARM 242.79 ± 0.09, ST-GS 243.44 ± 0.21, GR-MC10 243.33 ± 0.24; about
 2-10 ms per step on one CPU core (scripts/bench_vae.py), so 6-30 min per
@@ -17,6 +22,7 @@ member per 100,000 steps.
 
 from experiments.studies import leaderboard
 from experiments.studies.runner import Arm, Study
+from gr_jax import estimators
 
 SETTINGS = {
   "nonlinear_fashion_mnist": ("configs/bernoulli_vae_nonlinear.py", "fashion_mnist"),
@@ -40,9 +46,9 @@ COMMAND = (
 )
 
 
-def _arms():
+def _arms(extra_estimators=()):
   for setting, (config, dataset) in SETTINGS.items():
-    for estimator in ESTIMATORS:
+    for estimator in (*ESTIMATORS, *extra_estimators):
       rows = [(estimator, [])]
       if estimator in TEMPERATURES:
         tau = TEMPERATURES[estimator]
@@ -51,7 +57,7 @@ def _arms():
           rows.insert(0, (estimator, []))
       for row, overrides in rows:
         yield Arm(
-          name=f"{setting}/{row}",
+          name=f"{setting}/{row.replace(':', '.')}",
           config=config,
           overrides=(f"estimator={estimator}", f"num_steps={STEPS}", *overrides),
           seeds=SEEDS,
@@ -82,11 +88,16 @@ FOOTER = [
 ]
 
 
-def get_study() -> Study:
+def get_study(arg: str = "") -> Study:
+  """The suite; ``arg`` ``ESTIMATOR[,ESTIMATOR...][@BENCH]`` adds one's own estimators' rows."""
+  names, _, bench = arg.partition("@")
+  extra = tuple(name for name in names.split(",") if name)
+  for name in extra:
+    estimators.get(name)  # an unknown name or a broken import path: one line, before any work
   return Study(
     name="leaderboard",
-    arms=tuple(_arms()),
-    report=lambda readings: leaderboard.report(readings, HEADER, FOOTER, bench=BENCH),
+    arms=tuple(_arms(extra)),
+    report=lambda readings: leaderboard.report(readings, HEADER, FOOTER, bench=(BENCH, bench)),
     records="records/field",
     page="docs/leaderboard.md",
   )

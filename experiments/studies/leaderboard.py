@@ -52,12 +52,15 @@ def _seconds(seconds: float) -> str:
   return tables.duration(seconds) if seconds >= 120 else f"{seconds:.2f} s"
 
 
-def read_bench(path: str | pathlib.Path) -> dict[tuple[str, str], tuple[float, str]]:
-  """``scripts/bench_vae.py --out`` rows: (model, "B=<batch> <estimator>") -> (ms, device)."""
-  if not path or not pathlib.Path(path).is_file():
-    return {}
-  rows = json.loads(pathlib.Path(path).read_text())
-  return {(r["model"], r["row"]): (r["ms"], r["device"]) for r in rows}
+def read_bench(*paths: str | pathlib.Path) -> dict[tuple[str, str], tuple[float, str]]:
+  """``scripts/bench_vae.py --out`` rows: (model, "B=<batch> <estimator>") -> (ms, device), from
+  each file that exists, a later file's row replacing an earlier one's."""
+  timings = {}
+  for path in paths:
+    if path and pathlib.Path(path).is_file():
+      rows = json.loads(pathlib.Path(path).read_text())
+      timings |= {(r["model"], r["row"]): (r["ms"], r["device"]) for r in rows}
+  return timings
 
 
 def _cells(values: Mapping[str, Mapping[int, float | None]]) -> str:
@@ -73,12 +76,12 @@ def report(
   readings: Readings,
   header: list[str],
   footer: list[str],
-  bench: str = "",
+  bench: str | tuple[str, ...] = (),
   variance_steps: tuple[int, ...] = VARIANCE_STEPS,
 ) -> Report:
   """The leaderboard page: ``header`` lines, one section per setting, the arms not measured,
   ``footer`` lines; the gradient variance at ``variance_steps`` (-1: the last)."""
-  timings_by_row = read_bench(bench)
+  timings_by_row = read_bench(*([bench] if isinstance(bench, str) else bench))
   settings: dict[str, dict[str, records.Run]] = {}
   for name in sorted(readings.runs):
     labels = readings.arms[name].labels

@@ -192,16 +192,24 @@ def train(
 
 
 def read(
-  study: Study, out: pathlib.Path, records_dir: pathlib.Path | None, extra: Sequence[str] = ()
+  study: Study,
+  out: pathlib.Path,
+  records_dir: pathlib.Path | None,
+  extra: Sequence[str] = (),
+  selected: Sequence[str] | None = None,
 ) -> Readings:
   """Each arm's run from its workdir under ``out``, else from its kept records.
 
-  A run that has not finished is listed as missing with its reason; any other
-  RecordError (records of another config, a cut metrics file) is raised.
+  The ``extra`` overrides are expected of the ``selected`` arms (default: all);
+  the others are read as their study declares them (``--arms=A --set=...``
+  trains A differently and reads the rest as kept). A run that has not
+  finished is listed as missing with its reason; any other RecordError
+  (records of another config, a cut metrics file) is raised.
   """
   runs, missing = {}, {}
   for arm in study.arms:
-    expected, kept = _expected(arm, extra), arm.kept_at(records_dir)
+    overrides = extra if selected is None or arm.name in selected else ()
+    expected, kept = _expected(arm, overrides), arm.kept_at(records_dir)
     for place in [out / arm.name, *([kept] if kept else [])]:
       try:
         runs[arm.name] = records.read_run(place, expected)

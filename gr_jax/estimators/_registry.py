@@ -10,6 +10,7 @@ Part of :mod:`gr_jax.estimators` (its docstring states the conventions).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 from typing import Any, Callable
 
@@ -218,8 +219,34 @@ def name_patterns(**properties) -> tuple[str, ...]:
 VALID_NAMES = names()
 
 
+def _imported(path: str) -> Estimator:
+  """The :class:`Estimator` named by ``"package.module:attribute"``, renamed to ``path``."""
+  module_name, _, attribute = path.partition(":")
+  try:
+    module = importlib.import_module(module_name)
+  except ImportError as e:
+    raise ValueError(
+      f"estimator {path!r}: cannot import module {module_name!r} ({e}); put its folder on"
+      " PYTHONPATH (the runs start in fresh processes, which import it again)."
+    ) from None
+  if not hasattr(module, attribute):
+    raise ValueError(f"estimator {path!r}: module {module_name!r} has no {attribute!r}.")
+  found = getattr(module, attribute)
+  if not isinstance(found, Estimator):
+    raise ValueError(
+      f"estimator {path!r} is a {type(found).__name__}, not a gr_jax.estimators.Estimator:"
+      " declare its family and costs, e.g. Estimator('mine', my_function, 'straight_through')"
+      " (docs/compare_your_estimator.md)."
+    )
+  if found.family not in FAMILIES:
+    raise ValueError(
+      f"estimator {path!r}: family {found.family!r} is not one of {', '.join(FAMILIES)}."
+    )
+  return dataclasses.replace(found, name=path)
+
+
 def get(name: str) -> Estimator:
-  """The estimator for a config name.
+  """The estimator for a config name, or for an import path of one's own.
 
   Args:
     name: "st", "st_gs", "gs", "gr_mc<K>" (for example "gr_mc100" is
@@ -227,14 +254,21 @@ def get(name: str) -> Estimator:
       (:func:`gumbel_rao_qmc`), "gr_qmc<K>_no_tent" (the same without the
       tent transform), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
       "gst_p" (GST-p), "reinforce", "rloo<K>" (:func:`rloo`, K >= 2) or
-      "disarm"; :func:`names` lists them.
+      "disarm"; :func:`names` lists them. Or ``"package.module:attribute"``,
+      an :class:`Estimator` defined outside gr_jax (its module importable,
+      e.g. on ``PYTHONPATH``), which is returned under that name: a config's
+      ``estimator`` field takes it like any other
+      (docs/compare_your_estimator.md).
 
   Returns:
     An :class:`Estimator`; equal names give equal estimators.
 
   Raises:
-    ValueError: for an unknown name, listing the valid ones.
+    ValueError: for an unknown name, listing the valid ones, and for an
+      import path that does not lead to an :class:`Estimator`.
   """
+  if isinstance(name, str) and ":" in name:
+    return _imported(name)
   if isinstance(name, str):
     if name in _BY_NAME:
       return _BY_NAME[name]

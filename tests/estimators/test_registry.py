@@ -66,3 +66,40 @@ def _readme_table_names():
 
 def test_readme_table_lists_the_registry():
   assert _readme_table_names() == list(estimators.name_patterns())
+
+
+OWN_MODULE = """
+from gr_jax import estimators
+
+
+def half_tau_st_gs(key, logits, *, tau=1.0):
+  return estimators.st_gumbel_softmax(key, logits, tau=0.5 * tau)
+
+
+HALF_TAU = estimators.Estimator("half_tau_st_gs", half_tau_st_gs, "straight_through")
+NOT_DECLARED = half_tau_st_gs
+ODD_FAMILY = estimators.Estimator("odd", half_tau_st_gs, "heuristic")
+"""
+
+
+def test_an_import_path_names_an_estimator_defined_outside_the_package(tmp_path, monkeypatch):
+  (tmp_path / "own_estimators_for_test.py").write_text(OWN_MODULE)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  path = "own_estimators_for_test:HALF_TAU"
+  estimator = estimators.get(path)
+  assert estimator.name == path and estimator.family == "straight_through"
+  assert estimator == estimators.get(path)  # a static jit argument that does not retrace
+  logits = jnp.asarray(LOGITS, jnp.float32)
+  key = jax.random.key(0)
+  # Its own function, called with the configured tau: ST-GS at tau / 2, exactly.
+  ours = jax.grad(lambda t: quadratic_loss(estimator(key, t, tau=1.0)))(logits)
+  stgs = jax.grad(lambda t: quadratic_loss(estimators.st_gumbel_softmax(key, t, tau=0.5)))(logits)
+  assert jnp.array_equal(ours, stgs)
+  for name, message in [
+    ("no_such_module_here:X", "cannot import module 'no_such_module_here'.*PYTHONPATH"),
+    ("own_estimators_for_test:MISSING", "has no 'MISSING'"),
+    ("own_estimators_for_test:NOT_DECLARED", "is a function, not a gr_jax.estimators.Estimator"),
+    ("own_estimators_for_test:ODD_FAMILY", "family 'heuristic' is not one of straight_through"),
+  ]:
+    with pytest.raises(ValueError, match=message):
+      estimators.get(name)
