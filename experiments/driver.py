@@ -9,11 +9,21 @@ may change, the selection) and the steps that are its own.
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar, Sequence
 
+import jax
 from ml_collections import ConfigDict
 
-from experiments import config_checks, population, reporting, schedules, search, workdir
+from experiments import (
+  config_checks,
+  distributed,
+  population,
+  reporting,
+  schedules,
+  search,
+  workdir,
+)
 from experiments.evaluators import Evaluator
 
 
@@ -80,6 +90,34 @@ class PopulationExperiment:
     raise NotImplementedError
 
 
+def cpu_devices_for(num_members: int, cores: int) -> int:
+  """The most CPU devices, at most one per core, over which ``num_members`` divide evenly."""
+  return max(d for d in range(1, min(cores, num_members) + 1) if num_members % d == 0)
+
+
+def use_cpu_cores(config: ConfigDict, num_members: int) -> None:
+  """With ``population.vectorize="auto"``, splits a job's members over CPU devices, one per core.
+
+  XLA's CPU backend runs the programs of its devices at the same time, while the
+  members of one device run one after another (``lax.map``); with the members
+  split over as many CPU devices as there are cores (the largest count that
+  divides them), that many members train at once. The numbers do not change
+  (each member's program is the same). Measured in docs/benchmarks.md. Must run
+  before JAX initializes its backends (else nothing changes); accelerators are
+  unaffected (the job runs on their devices).
+  """
+  forced = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+  if config.population.vectorize != "auto" or forced or distributed.requested():
+    return
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+  devices = cpu_devices_for(num_members, cores)
+  if devices > 1:
+    try:
+      jax.config.update("jax_num_cpu_devices", devices)
+    except RuntimeError:  # the backends are already up (a second run in one process)
+      pass
+
+
 def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> dict:
   """Trains the experiment's population (resuming from ``workdir_path``), evaluates and reports.
 
@@ -90,7 +128,7 @@ def train_and_evaluate(experiment: PopulationExperiment, workdir_path: str) -> d
   config = experiment.config
   estimator = experiment.validate()
   chosen = search.members(config, experiment.HYPERPARAMETERS, experiment.paper_search)
-  population.use_cpu_cores(config, len(chosen))
+  use_cpu_cores(config, len(chosen))
   schedules.check_schedule_floor(config, chosen)
   data, sources = experiment.load_data()
   require_examples(data, sources)

@@ -23,7 +23,7 @@ import optax
 import pytest
 
 from configs import listops_L10, vae_16ary
-from experiments import config_checks, population, reporting, schedules, search, workdir
+from experiments import config_checks, driver, population, reporting, schedules, search, workdir
 from experiments.listops import experiment as listops
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
@@ -646,7 +646,7 @@ def test_hyperparameters_float32_rounds_to_zero_or_inf_are_refused(field, value)
   [(20, 2, 2), (3, 2, 1), (1, 16, 1), (20, 16, 10), (8, 16, 8), (7, 4, 1)],
 )
 def test_auto_splits_the_members_over_the_most_cores_that_divide_them(members, cores, devices):
-  assert population.cpu_devices_for(members, cores) == devices
+  assert driver.cpu_devices_for(members, cores) == devices
 
 
 def test_tau_schedule_exponential_decay_to_a_floor():
