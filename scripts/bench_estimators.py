@@ -28,8 +28,8 @@ import jax.numpy as jnp
 from absl import app, flags
 
 from gr_jax import diagnostics, estimators, toy_qp
-from scripts import flag_checks
-from scripts.timing import median_ms
+from scripts import common
+from scripts.common import median_ms
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes B.")
 _KS = flags.DEFINE_list("ks", ["10", "100", "1000"], "GR-MCK / GR-QMCK sample counts.")
@@ -40,9 +40,9 @@ _INNER_DRAWS = flags.DEFINE_integer(
 )
 _TAU = 0.5
 _NUM_VARS, _ARITY = 60, 16
-flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
-flag_checks.numbers(_KS, int, minimum=1)
-flag_checks.at_least(_REPEATS, 1)
+common.numbers(_BATCH_SIZES, int, minimum=1)
+common.numbers(_KS, int, minimum=1)
+common.at_least(_REPEATS, 1)
 
 
 def _forward_backward(estimator_fn):

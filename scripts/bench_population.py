@@ -32,8 +32,8 @@ from experiments.listops.task import ListOpsTask, as_arrays
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
 from gr_jax.data import listops
-from scripts import flag_checks
-from scripts.timing import median_ms
+from scripts import common
+from scripts.common import median_ms
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "20"], "Population sizes.")
 _EXPERIMENTS = flags.DEFINE_list("experiments", ["vae", "listops"], "vae, listops.")
@@ -53,12 +53,12 @@ _CPU_DEVICES = flags.DEFINE_integer(
 _TRACE_DIR = flags.DEFINE_string(
   "trace_dir", None, "Where to write profiler traces of the largest populations."
 )
-flag_checks.numbers(_SIZES, int, minimum=1)
-flag_checks.choices(_EXPERIMENTS, ("vae", "listops"))
-flag_checks.choices(_MODES, ("vmap", "map"))
-flag_checks.estimator_names(_ESTIMATORS)
+common.numbers(_SIZES, int, minimum=1)
+common.choices(_EXPERIMENTS, ("vae", "listops"))
+common.choices(_MODES, ("vmap", "map"))
+common.estimator_names(_ESTIMATORS)
 for _holder in (_STEPS, _REPEATS, _SEQUENTIAL_STEPS, _CPU_DEVICES):
-  flag_checks.at_least(_holder, 1)
+  common.at_least(_holder, 1)
 
 
 def _setup(experiment: str, estimator: str):

@@ -43,7 +43,7 @@ from configs import (
 )
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
-from scripts import flag_checks
+from scripts import common
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
@@ -72,12 +72,12 @@ CONFIGS = {
   "bernoulli_nonlinear": bernoulli_vae_nonlinear.get_config,
 }
 # Every flag value is known before anything is timed (one line otherwise).
-flag_checks.choices(_MODELS, CONFIGS)
-flag_checks.estimator_names(_ESTIMATORS)
-flag_checks.numbers(_BATCH_SIZES, int, minimum=1)
-flag_checks.at_least(_REPEATS, 1)
-flag_checks.numbers(_TAUS, float, minimum=0.0)
-flag_checks.choices(_PRNG_IMPLS, ("threefry2x32", "rbg", "unsafe_rbg"))
+common.choices(_MODELS, CONFIGS)
+common.estimator_names(_ESTIMATORS)
+common.numbers(_BATCH_SIZES, int, minimum=1)
+common.at_least(_REPEATS, 1)
+common.numbers(_TAUS, float, minimum=0.0)
+common.choices(_PRNG_IMPLS, ("threefry2x32", "rbg", "unsafe_rbg"))
 
 
 def _interleaved_medians(fns, repeats):

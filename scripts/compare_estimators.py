@@ -44,8 +44,8 @@ from absl import app, flags
 
 from experiments.vae import gradients as vae_gradients
 from gr_jax import diagnostics, estimators, toy_qp
-from scripts import flag_checks
-from scripts.timing import median_ms
+from scripts import common
+from scripts.common import median_ms
 
 _NAMES = flags.DEFINE_list(
   "estimators",
@@ -74,9 +74,9 @@ _CATEGORICAL_LOGITS = np.array([[0.6, -0.4, 1.1, 0.0]])
 _QP_POINTS = ((0.6, 0.3, 0.1), (0.2, 0.2, 0.6), (0.45, 0.45, 0.1))
 _BINARY_LOGITS = np.array([[0.5, -0.5], [0.0, 1.2], [-0.8, 0.3]])
 _BINARY_W = np.random.default_rng(0).normal(size=(6, 6))
-flag_checks.numbers(_TAUS, float, minimum=1e-6)
+common.numbers(_TAUS, float, minimum=1e-6)
 for _holder in (_DRAWS, _VAE_DRAWS, _REFERENCE_DRAWS):
-  flag_checks.at_least(_holder, 2)  # a variance needs two draws
+  common.at_least(_holder, 2)  # a variance needs two draws
 
 
 def _problems():

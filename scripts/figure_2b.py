@@ -18,6 +18,7 @@ Writes ``--out_dir``/figure_2b.{json,md} and figures/figure_2b.png.
 """
 
 import json
+import logging
 import pathlib
 
 import jax
@@ -25,10 +26,10 @@ from absl import app, flags
 
 from experiments.vae import gradients as vae_gradients
 from gr_jax import diagnostics
-from scripts import (
-  flag_checks,
-  plot_common,  # noqa: F401  (quiet backend probe, Agg)
-)
+from scripts import common
+
+# JAX's backend probe ("Unable to initialize backend 'tpu'") is not news to someone plotting.
+logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 _ESTIMATORS = flags.DEFINE_list(
   "figure_estimators", ["st_gs", "gr_mc10", "gr_mc100", "gr_mc1000"], "Estimators."
@@ -44,9 +45,9 @@ _VAE_MEMBER = flags.DEFINE_integer(
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "Binarized MNIST directory (for the batch).")
 _REFERENCE_DRAWS = flags.DEFINE_integer("reference_draws", 20_000, "REINFORCE reference draws.")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where the table, JSON and figure go.")
-flag_checks.numbers(_FIGURE_TAUS, float, minimum=1e-6)
+common.numbers(_FIGURE_TAUS, float, minimum=1e-6)
 for _holder in (_DRAWS, _REFERENCE_DRAWS):
-  flag_checks.at_least(_holder, 2)  # a variance needs two draws
+  common.at_least(_holder, 2)  # a variance needs two draws
 
 
 def main(argv):

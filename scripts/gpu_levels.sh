@@ -3,7 +3,8 @@
 # in all: the default leaves the start-up and the copy back theirs):
 #   1. population scaling: scripts/bench_population.py, the 16-ary VAE (B = 20; ST-GS, GR-MC100)
 #      at P = 1, 20, 64, 256 members by vmap; "x P=1" is the target's ratio (>= 10x at P = 20,
-#      >= 25x at P = 64);
+#      >= 25x at P = 64); ListOps (L <= 10; ST-GS, GR-MC10) by vmap and lax.map; the Bernoulli
+#      VAE's steps (scripts/bench_vae.py, B = 50) at tau 0.5 and 1 with each PRNG implementation;
 #   2. scripts/bench_estimators.py (B = 20, 200; K = 10, 100, 1000), with the PyTorch reference
 #      (scripts/bench_pytorch_reference.py) beside it when torch and gumbel-rao-pytorch are there;
 #   3. Table 2, 16-ary, B = 20, the paper's search (20 draws, 50,000 steps, members compared at
@@ -30,12 +31,14 @@ export JAX_DEFAULT_MATMUL_PRECISION=highest PYTHONUNBUFFERED=1
 # Sizes: the real ones, or (GR_JAX_TRY=1) tiny ones that run the same lines in seconds.
 sizes=1,20,64,256
 bench_sizes=(--batch_sizes=20,200 --ks=10,100,1000)
+bench_repeats=()
 reference_repeats=100
 tiny_vae=()
 tiny_listops=()
 if [ "${GR_JAX_TRY:-0}" = 1 ]; then
   sizes=1,2
   bench_sizes=(--batch_sizes=2 --ks=2 --repeats=2)
+  bench_repeats=(--repeats=2)
   reference_repeats=2
   tiny_vae=(--set=population.size=6 --set=num_steps=4 --set=checkpoint_every=2
     --set=num_eval_samples=4 --set=selection_eval_samples=4 --set=num_eval_examples=20
@@ -71,6 +74,11 @@ table1() {
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | tee "$out/device.txt"
 step population_scaling python3 -m scripts.bench_population --experiments=vae \
   --estimators=st_gs,gr_mc100 --sizes="$sizes" --modes=vmap
+step listops_population python3 -m scripts.bench_population --experiments=listops \
+  --estimators=st_gs,gr_mc10 --sizes="$sizes" --modes=vmap,map
+step bench_bernoulli python3 -m scripts.bench_vae --models=bernoulli_nonlinear --batch_sizes=50 \
+  --estimators=st_gs,disarm,rloo2,gr_exact,gr_mc10,gr_mc100 --taus=0.5,1.0 \
+  --prng_impls=threefry2x32,rbg,unsafe_rbg --eval_images=0 "${bench_repeats[@]}"
 step estimators python3 -m scripts.bench_estimators --inner_draws=0 "${bench_sizes[@]}"
 if python3 -c "import torch, gumbel_rao" 2>/dev/null; then
   step pytorch_reference python3 -m scripts.bench_pytorch_reference --repeats="$reference_repeats"

@@ -1,4 +1,4 @@
-"""The plot_*.py scripts run on small synthetic metrics files and write PNGs."""
+"""scripts/plot.py's figures on small synthetic metrics files: PNGs, and one-line refusals."""
 
 import json
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 
 from configs import listops_L10, vae_16ary
 from experiments.vae import experiment as vae_experiment
-from scripts import plot_common
+from scripts import plot
 from tests.cli import ROOT, script_command
 
 # Integration tests (the real CLI, subprocesses, whole runs): `pytest -m "not slow"` skips them.
@@ -46,18 +46,18 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-  "script,extra",
+  "figure,extra",
   [
-    ("plot_variance.py", []),
-    ("plot_mse_vs_tau.py", []),
-    ("plot_convergence.py", ["--thresholds=145,140,130"]),
-    ("plot_convergence.py", []),
+    ("variance", []),
+    ("mse_vs_tau", []),
+    ("convergence", ["--thresholds=145,140,130"]),
+    ("convergence", []),
   ],
 )
-def test_plot_script_writes_png(runs, tmp_path, script, extra):
+def test_plot_script_writes_png(runs, tmp_path, figure, extra):
   out = tmp_path / "figure.png"
   subprocess.run(
-    [*script_command(script), f"--runs={runs}/*", f"--out={out}", *extra],
+    [*script_command("plot"), f"--figure={figure}", f"--runs={runs}/*", f"--out={out}", *extra],
     check=True,
     capture_output=True,
     cwd=ROOT,
@@ -67,7 +67,7 @@ def test_plot_script_writes_png(runs, tmp_path, script, extra):
 
 def test_plot_script_says_when_nothing_matches(tmp_path):
   result = subprocess.run(
-    [*script_command("plot_variance.py"), f"--runs={tmp_path}/*"],
+    [*script_command("plot"), "--figure=variance", f"--runs={tmp_path}/*"],
     capture_output=True,
     text=True,
     cwd=ROOT,
@@ -100,7 +100,8 @@ def test_plot_members_marks_divergence_and_tabulates_members(tmp_path):
   out, table = tmp_path / "members.png", tmp_path / "members.md"
   subprocess.run(
     [
-      *script_command("plot_members.py"),
+      *script_command("plot"),
+      "--figure=members",
       f"--runs={run}",
       f"--out={out}",
       f"--table={table}",
@@ -124,7 +125,7 @@ def test_plot_members_on_a_run_without_the_metric_is_one_line_not_an_empty_figur
   (run / "metrics.jsonl").write_text(json.dumps(line) + "\n")
   out = tmp_path / "members.png"
   result = subprocess.run(
-    [*script_command("plot_members.py"), f"--runs={run}", f"--out={out}"],
+    [*script_command("plot"), "--figure=members", f"--runs={run}", f"--out={out}"],
     capture_output=True,
     text=True,
     cwd=ROOT,
@@ -139,7 +140,7 @@ def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
   config = vae_16ary.get_config()
   config.population.search, config.population.size = "paper", 3
   as_json = json.loads(json.dumps(config.to_dict()))
-  members = plot_common.member_hyperparameters(tmp_path, as_json)
+  members = plot.member_hyperparameters(tmp_path, as_json)
   for index in range(3):
     seed, drawn = vae_experiment.paper_search(index, 0, config)
     assert members[index]["seed"] == seed and members[index]["tau"] == drawn["tau"]
@@ -147,10 +148,11 @@ def test_plot_members_labels_each_member_with_its_own_hyperparameters(tmp_path):
   assert all(m["tau"] != config.tau for m in members.values())
   results = {"members": [{"member": 0, "learning_rate": 0.7, "tau": 0.2}]}
   (tmp_path / "results.json").write_text(json.dumps(results))
-  assert plot_common.member_hyperparameters(tmp_path, as_json) == {0: results["members"][0]}
+  assert plot.member_hyperparameters(tmp_path, as_json) == {0: results["members"][0]}
   bad = subprocess.run(
     [
-      *script_command("plot_members.py"),
+      *script_command("plot"),
+      "--figure=members",
       f"--runs={tmp_path}",
       "--metric=foo",
     ],
@@ -174,7 +176,7 @@ def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
   ]
   (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
   result = subprocess.run(
-    [*script_command("plot_convergence.py"), f"--runs={run}"],
+    [*script_command("plot"), "--figure=convergence", f"--runs={run}"],
     capture_output=True,
     text=True,
     cwd=ROOT,
@@ -187,7 +189,8 @@ def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
   )
   bad = subprocess.run(
     [
-      *script_command("plot_convergence.py"),
+      *script_command("plot"),
+      "--figure=convergence",
       f"--runs={run}",
       "--thresholds=abc",
     ],
@@ -198,8 +201,8 @@ def test_plot_convergence_ignores_the_final_evaluation(tmp_path):
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
 
 
-@pytest.mark.parametrize("script", ["plot_variance.py", "plot_members.py", "plot_convergence.py"])
-def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, script):
+@pytest.mark.parametrize("figure", ["variance", "members", "convergence"])
+def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, figure):
   """A metrics.jsonl with a torn line and binary garbage (a disk that filled, a bad copy): the plot
   is drawn from the other lines, with one warning line; a damaged config.json is one error line."""
   run = tmp_path / "run"
@@ -208,8 +211,8 @@ def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, script):
   (run / "config.json").write_text(json.dumps({**config, **vae_16ary.get_config().to_dict()}))
   with open(run / "metrics.jsonl", "ab") as metrics:
     metrics.write(b'{"step": 6000, "split"\n\x00\xff garbage\n')
-  command = [*script_command(script), f"--runs={run}"]
-  if script == "plot_members.py":  # the run logs a validation nll, not the default accuracy
+  command = [*script_command("plot"), f"--figure={figure}", f"--runs={run}"]
+  if figure == "members":  # the run logs a validation nll, not the default accuracy
     command.append("--metric=nll")
   result = subprocess.run(
     [*command, f"--out={tmp_path / 'a.png'}"], cwd=ROOT, capture_output=True, text=True, timeout=300

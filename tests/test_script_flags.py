@@ -1,4 +1,4 @@
-"""scripts/flag_checks.py: the scripts refuse a bad flag value up front, in absl's one line naming
+"""scripts/common.py: the scripts refuse a bad flag value up front, in absl's one line naming
 the flag and what it accepts (no traceback, no row or figure made of the bad value)."""
 
 import subprocess

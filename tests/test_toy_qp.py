@@ -72,7 +72,8 @@ def test_tiny_cli_run_writes_maps_plots_and_resumes(tmp_path):
   figures = tmp_path / "figures"
   plotted = subprocess.run(
     [
-      *script_command("plot_toy_qp.py"),
+      *script_command("plot"),
+      "--figure=toy_qp",
       f"--workdir={tmp_path}",
       f"--out_dir={figures}",
     ],

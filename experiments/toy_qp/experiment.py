@@ -9,7 +9,7 @@ start. Each temperature's numbers are saved as they are done
 
 Outputs in the workdir: ``variance_tau*.npz``, ``variance_summary.json``,
 ``optimization.json``, ``metrics.jsonl`` and ``results.json``;
-``scripts/plot_toy_qp.py`` draws Figure 1's heat maps and the optimization
+``python -m scripts.plot --figure=toy_qp`` draws Figure 1's heat maps and the optimization
 curves from them.
 """
 
@@ -114,7 +114,7 @@ def train_and_evaluate(config: ConfigDict, workdir_path: str) -> dict:
   gradient at every grid point (``variance_tau<tau>.npz``, skipped when a
   restarted run already has it), then SGD from ``opt_start`` with each
   estimator and with the exact gradient (``optimization.json``). The figures
-  are drawn from these files by ``scripts/plot_toy_qp.py``.
+  are drawn from these files by ``python -m scripts.plot --figure=toy_qp``.
 
   Returns:
     The results written to ``workdir_path/results.json`` (per-tau summaries of where

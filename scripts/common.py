@@ -1,9 +1,15 @@
-"""Up-front checks of the scripts' flags: a bad value is one line naming the flag and what it
-accepts (absl's 'Flags parsing error'), before any compute."""
+"""What the scripts share: up-front checks of their flags (a bad value is one line naming the
+flag and what it accepts, absl's 'Flags parsing error', before any compute) and the benchmarks'
+one timing helper (a median after warm-up)."""
 
+import statistics
+import time
 from collections.abc import Iterable
 
+import jax
 from absl import flags
+
+from gr_jax import estimators
 
 
 def parses(kind, minimum, value) -> bool:
@@ -49,8 +55,6 @@ def estimator_names(flag: flags.FlagHolder) -> None:
   unset (None) means the script's defaults."""
 
   def known(values) -> bool:
-    from gr_jax import estimators  # here: flag_checks stays importable before the clone's path
-
     if values is None:
       return True
     for name in values:
@@ -61,3 +65,15 @@ def estimator_names(flag: flags.FlagHolder) -> None:
     return bool(values)
 
   flags.register_validator(flag, known, message="must name at least one estimator")
+
+
+def median_ms(fn, *args, repeats: int, warmup: int = 2) -> float:
+  """Median milliseconds of ``fn(*args)`` (blocked until ready) after ``warmup`` calls."""
+  for _ in range(warmup):  # compile and warm up
+    jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(1e3 * (time.perf_counter() - start))
+  return statistics.median(times)
