@@ -20,9 +20,9 @@ import orbax.checkpoint as ocp
 from absl import logging
 from jax.experimental import multihost_utils
 
-from experiments import search
+from experiments import provenance, search
 from experiments.config_checks import ConfigError
-from experiments.workdir import is_writer
+from experiments.workdir import is_writer, require_workdir
 
 
 def _is_orbax_coroutine(obj: Any) -> bool:
@@ -128,6 +128,9 @@ class Checkpointer:
         or "RESOURCE_EXHAUSTED" in str(e)
         or "No space left" in str(e)
       ):
+        # A workdir deleted, moved or replaced by a file while orbax wrote into it: say that,
+        # not orbax's "[Errno 2] ... orbax-checkpoint-tmp".
+        require_workdir(self.directory.parent / provenance.SEGMENTS_FILE, step)
         raise
       needed = sum(leaf.nbytes for leaf in jax.tree.leaves(state) if hasattr(leaf, "nbytes"))
       free = shutil.disk_usage(self.directory).free

@@ -5,6 +5,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from configs import listops_L10
-from experiments import bookkeeping, checkpoints, config_checks, workdir
+from experiments import bookkeeping, checkpoints, config_checks, provenance, workdir
 from tests import tensorboard_events
 
 
@@ -97,6 +98,20 @@ def test_checkpointer_saves_restores_and_keeps_two(tmp_path):
   restored = checkpointer.restore(3, template)
   np.testing.assert_array_equal(restored["w"], [3.0, 3.0, 3.0])
   checkpointer.close()
+
+
+def test_a_workdir_replaced_by_a_file_while_saving_is_the_documented_line(tmp_path):
+  """The workdir gone under orbax's write (deleted, then a file in its place) gave orbax's raw
+  "[Errno 2] ... orbax-checkpoint-tmp"; it is the line every other place of the run gives."""
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  (workdir / provenance.SEGMENTS_FILE).write_text("[]")
+  checkpointer = checkpoints.Checkpointer(workdir)
+  checkpointer.save(1, {"w": jnp.zeros(10)})
+  shutil.rmtree(workdir)
+  workdir.write_text("not a workdir")
+  with pytest.raises(FileNotFoundError, match=r"^--workdir .* was deleted, moved or replaced"):
+    checkpointer.save(2, {"w": jnp.ones(10)})
 
 
 def test_a_full_disk_while_saving_is_one_oserror_naming_the_space(tmp_path, monkeypatch):
