@@ -62,47 +62,14 @@ Conventions shared by every estimator:
   entry, a ``+inf`` entry, or every entry ``-inf``) gives a sample row of NaN
   (all entries) and NaN gradients for that row, so that the problem shows in the
   loss rather than only in the gradients; other rows are unaffected.
-* **Second derivatives** (with respect to the logits). Each estimator's
-  gradient is that of a stated surrogate :math:`\langle g^*, S(\theta)\rangle`
-  (:math:`*`: held fixed), and differentiating the gradient again gives that
-  surrogate's Hessian, or raises a one-line ``ValueError`` naming the function
-  (registry names; ``tests/estimators`` checks each against finite differences):
+* **Second derivatives** (with respect to the logits): each estimator's
+  gradient is that of a stated surrogate, and differentiating it again gives
+  that surrogate's Hessian, or raises a one-line ``ValueError`` naming the
+  function (GR-MCK, GR-QMCK, GR-exact, RLOO, DisARM); the table per estimator
+  is in docs/estimators.md.
 
-  ===================  =====================================================
-  estimator            second derivative
-  ===================  =====================================================
-  st                   Hessian of :math:`\mathrm{softmax}_\tau(\theta)`
-  st_gs                Hessian of :math:`\mathrm{softmax}_\tau(\theta + G)`, G fixed
-  gs                   the relaxation's own (an ordinary function)
-  gst, gst_p           Hessian of :math:`\mathrm{softmax}_\tau(\theta + c)`, the
-                       perturbation :math:`c = x - \theta` fixed
-  reinmax              Hessian of :math:`2\,\mathrm{softmax}(\theta + c) -
-                       \tfrac12\mathrm{softmax}(\theta)`, :math:`c = \log\pi_1 -
-                       \theta` fixed (the authors' surrogate)
-  zgr                  Hessian of :math:`\tfrac12[\mathrm{softmax}(\theta) + (D -
-                       p^*)\log p_D(\theta)]` (the author's surrogate)
-  gr_mc<K>, gr_qmc<K>, raise: the average over the conditional samples would
-  gr_exact             be differentiated through the conditional distribution
-                       (the total-derivative estimator the paper's Appendix A
-                       rejects), and GR-MC/QMC regenerate their samples inside
-                       a custom batching rule that JAX cannot differentiate
-  reinforce            the sample carries no gradient; the score-function
-                       surrogate is an ordinary function
-  rloo<K>, disarm      raise: the surrogate's Hessian in the logits is exactly
-                       0 (RLOO's score weights sum to zero, DisARM's term is
-                       linear in the logit difference) while the expected
-                       loss's is not; a parameter inside ``f`` keeps ``f``'s own
-  ===================  =====================================================
-
-The package keeps one private module per family (``_straight_through``:
-ST, GS, ST-GS; ``_gumbel_rao``: GR-MCK, GR-QMC (``_lattice``: its lattice);
-``_gumbel_rao_exact``: GR-exact; ``_deterministic``:
-ZGR, ReinMax, GST; ``_score_function``: REINFORCE; ``_multi_sample``: RLOO and
-DisARM, which evaluate the loss several times and return a surrogate) over
-``_core`` (checks, the
-Gumbel-max sample, the softmax VJP, the one-hot ``custom_vjp`` wrapper, which
-every one-hot estimator goes through), and ``_registry`` (names to
-estimators). This module is the public face: import from here.
+The registry (:func:`get`, :func:`names`) holds every estimator by name; by
+family (``names(family=...)``):
 """
 
 from gr_jax.estimators._core import MAX_NUM_SAMPLES
@@ -127,6 +94,11 @@ from gr_jax.estimators._score_function import (
   score_function_surrogate,
 )
 from gr_jax.estimators._straight_through import gumbel_softmax, st_gumbel_softmax, straight_through
+
+# The inventory that help() shows, written by the registry (no hand-kept list to drift).
+__doc__ += "\n" + "\n".join(
+  f"* {family}: {', '.join(name_patterns(family=family))}" for family in FAMILIES
+)
 
 # The package's own API (Array, the type alias, stays importable but is not listed: help() would
 # print all of jax.Array's documentation).
