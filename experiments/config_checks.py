@@ -61,7 +61,11 @@ def require_batch_fits(config: ConfigDict, num_examples: int, what: str) -> None
 
 
 def check_estimator(
-  config: ConfigDict, *, straight_through_only: bool = False, num_categories: int | None = None
+  config: ConfigDict,
+  *,
+  straight_through_only: bool = False,
+  num_categories: int | None = None,
+  averages_draws: bool = False,
 ) -> estimators.Estimator:
   """The configured estimator, or ConfigError naming the valid ones.
 
@@ -70,6 +74,8 @@ def check_estimator(
     straight_through_only: the experiment needs the sample itself to carry the
       gradient (a one-hot forward, no score-function surrogate).
     num_categories: the arity of the variables, when the experiment fixes one.
+    averages_draws: the experiment's training step averages an estimator's
+      draws (``<name>_x<M>``); elsewhere such a name is refused.
   """
   name = config.estimator
   try:
@@ -81,6 +87,11 @@ def check_estimator(
       "config.estimator must be a straight-through estimator (one-hot forward, custom"
       f" backward: {', '.join(estimators.name_patterns(straight_through=True))}) for this"
       f" experiment; got {name!r}."
+    )
+  if estimator.draws > 1 and not averages_draws:
+    raise ConfigError(
+      f"config.estimator {name!r} averages {estimator.draws} draws per step, which this"
+      " experiment's training step does not do (the VAEs do); use a one-draw name."
     )
   if estimator.binary_only and num_categories != 2:
     raise ConfigError(

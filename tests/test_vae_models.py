@@ -126,6 +126,30 @@ def test_adam_for_the_networks_and_sgd_for_the_prior():
   np.testing.assert_allclose(np.abs(kernel_step)[moved], 1e-4, rtol=1e-3)
 
 
+@pytest.mark.parametrize("name", ["st_gs", "gr_mc10"])
+def test_an_estimator_averaged_over_draws_is_the_mean_of_its_draws(name):
+  """``<name>_x2``: its loss and gradient are exactly the mean of the one-draw estimator's at the
+  two keys split from the step's key (the equal-evaluation rows beside DisARM and RLOO-2)."""
+  config = bernoulli_vae_linear.get_config()
+  config.dataset = "synthetic_grey"
+  task = VAETask(config, estimators.get(f"{name}_x2"), np.full(784, 0.3))
+  hyper = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyper, 0)
+  x = jnp.asarray(np.random.default_rng(0).random((50, 784)) < 0.3, jnp.float32)
+
+  def loss_and_grad(key, estimator=None):
+    return jax.value_and_grad(
+      lambda p: task.loss(p, x, key, 0.0, 0.7, member["input_mean"], estimator)[0]
+    )(member["params"])
+
+  averaged = loss_and_grad(jax.random.key(5))
+  draws = [loss_and_grad(k, estimators.get(name)) for k in jax.random.split(jax.random.key(5), 2)]
+  expected = jax.tree.map(lambda a, b: (a + b) / 2, *draws)
+  for got, want in zip(jax.tree.leaves(averaged), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+  assert not np.allclose(jax.tree.leaves(draws[0])[0], jax.tree.leaves(draws[1])[0])
+
+
 def test_multi_sample_estimators_are_refused_on_the_two_layer_model():
   config = vae_two_layer_16ary.get_config()
   config.estimator = "rloo2"

@@ -32,6 +32,9 @@ def validate(config: ConfigDict) -> list[estimators.Estimator]:
       chosen.append(estimators.get(name))
     except ValueError as e:
       raise config_checks.ConfigError(f"config.estimators: {e}") from None
+    config_checks.require(
+      chosen[-1].draws == 1, "estimators", "one-draw estimator names (no <name>_x<M>)", name
+    )
   config_checks.require(
     len(chosen) >= 2, "estimators", "a list of at least two estimator names", config.estimators
   )

@@ -30,7 +30,9 @@ OUTPUT_BIASES = ("zeros", "data_log_odds")
 
 def validate(config: ConfigDict) -> estimators.Estimator:
   """Checks the config before any compute; ConfigError names the field."""
-  estimator = config_checks.check_estimator(config, num_categories=config.arity)
+  estimator = config_checks.check_estimator(
+    config, num_categories=config.arity, averages_draws=True
+  )
   config_checks.check_common(config)
   schedules.check(config)
   search.check(config, HYPERPARAMETERS)

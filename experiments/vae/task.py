@@ -3,6 +3,8 @@ its optimizer, a training step, the IWAE bound and the gradient measurements."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -121,6 +123,14 @@ class VAETask:
 
   def loss(self, params, x, key, baseline_mean, tau, input_mean, estimator=None):
     estimator = estimator or self.estimator
+    if estimator.draws > 1:
+      # <name>_x<M>: the loss at M independent draws, averaged (and so are their gradients).
+      single = dataclasses.replace(estimator, draws=1)
+      draws = [
+        self.loss(params, x, draw_key, baseline_mean, tau, input_mean, single)
+        for draw_key in jax.random.split(key, estimator.draws)
+      ]
+      return jax.tree.map(lambda *values: sum(values) / len(values), *draws)
     result = self.model(params).training_bound(x, key, estimator, tau, input_mean)
     bound = result.bound
     loss = -jnp.mean(bound)

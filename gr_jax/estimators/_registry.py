@@ -53,6 +53,10 @@ class Estimator:
     conditional_samples: conditional samples per variable the backward pass
       draws (K for GR-MCK and GR-QMCK; 0 for the others: GR-exact integrates
       exactly).
+    draws: independent draws a training step averages (``<name>_x<M>``: the
+      loss evaluated at each of M samples, their gradients averaged; the
+      experiments that train with it do the averaging, a call of the
+      estimator is one draw). ``loss_evaluations`` counts them.
   """
 
   name: str
@@ -65,6 +69,7 @@ class Estimator:
   multi_sample: bool = False
   loss_evaluations: int = 1
   conditional_samples: int = 0
+  draws: int = 1
 
   @property
   def one_hot(self) -> bool:
@@ -245,6 +250,20 @@ def _imported(path: str) -> Estimator:
   return dataclasses.replace(found, name=path)
 
 
+def _averaged(name: str, single: Estimator, draws: int) -> Estimator:
+  """``<name>_x<M>``: ``single`` averaged over M independent draws per step (M evaluations)."""
+  if draws < 2:
+    raise ValueError(
+      f"estimator {name!r}: average over M >= 2 draws (<name>_x<M>); got M = {draws}."
+    )
+  if single.loss_evaluations != 1 or single.draws != 1:
+    raise ValueError(
+      f"estimator {name!r}: only a one-evaluation estimator is averaged over draws;"
+      f" {single.name!r} evaluates the loss {single.loss_evaluations} times (use rloo<K>)."
+    )
+  return dataclasses.replace(single, name=name, draws=draws, loss_evaluations=draws)
+
+
 def get(name: str) -> Estimator:
   """The estimator for a config name, or for an import path of one's own.
 
@@ -254,7 +273,10 @@ def get(name: str) -> Estimator:
       (:func:`gumbel_rao_qmc`), "gr_qmc<K>_no_tent" (the same without the
       tent transform), "gr_exact", "zgr", "reinmax", "gst" (GST-1.0),
       "gst_p" (GST-p), "reinforce", "rloo<K>" (:func:`rloo`, K >= 2) or
-      "disarm"; :func:`names` lists them. Or ``"package.module:attribute"``,
+      "disarm"; :func:`names` lists them. ``<name>_x<M>`` is a one-evaluation
+      estimator averaged over M independent draws per training step, counted
+      as M loss evaluations (``st_gs_x2`` beside ``disarm``). Or
+      ``"package.module:attribute"``,
       an :class:`Estimator` defined outside gr_jax (its module importable,
       e.g. on ``PYTHONPATH``), which is returned under that name: a config's
       ``estimator`` field takes it like any other
@@ -269,6 +291,14 @@ def get(name: str) -> Estimator:
   """
   if isinstance(name, str) and ":" in name:
     return _imported(name)
+  averaged = re.fullmatch(r"(.+)_x([0-9]+)", name) if isinstance(name, str) else None
+  if averaged:
+    try:
+      single = get(averaged.group(1))
+    except ValueError:
+      single = None  # not a name with draws: the unknown name below
+    if single is not None:
+      return _averaged(name, single, int(averaged.group(2)))
   if isinstance(name, str):
     if name in _BY_NAME:
       return _BY_NAME[name]
@@ -288,5 +318,5 @@ def get(name: str) -> Estimator:
         return family.estimator(num_samples)
   raise ValueError(
     f"unknown estimator {name!r}; valid names: {', '.join(name_patterns())}"
-    " (K >= 1, e.g. gr_mc100)."
+    " (K >= 1, e.g. gr_mc100), each also as <name>_x<M> (averaged over M draws per step)."
   )

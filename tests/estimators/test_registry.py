@@ -103,3 +103,17 @@ def test_an_import_path_names_an_estimator_defined_outside_the_package(tmp_path,
   ]:
     with pytest.raises(ValueError, match=message):
       estimators.get(name)
+
+
+def test_an_estimator_averaged_over_draws_counts_its_evaluations():
+  averaged = estimators.get("gr_mc10_x2")
+  assert averaged.draws == 2 and averaged.loss_evaluations == 2
+  assert averaged.fn is estimators.gumbel_rao and averaged.options == (("num_samples", 10),)
+  assert estimators.get("st_gs_x2") == estimators.get("st_gs_x2") != estimators.get("st_gs")
+  for bad, message in [
+    ("st_gs_x1", "average over M >= 2 draws"),
+    ("disarm_x2", "only a one-evaluation estimator is averaged over draws"),
+    ("nothing_x2", "unknown estimator 'nothing_x2'"),
+  ]:
+    with pytest.raises(ValueError, match=message):
+      estimators.get(bad)
