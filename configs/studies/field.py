@@ -34,6 +34,9 @@ SETTINGS = {
 }
 ESTIMATORS = ("disarm", "rloo2", "st_gs", "gr_mc10", "gr_exact", "reinmax", "zgr", "reinforce")
 ESTIMATORS += ("gr_mc100",)
+# Equal-evaluation rows: one-evaluation estimators averaged over two draws per step (2 loss
+# evaluations, as DisARM and RLOO-2), on the non-linear settings.
+AVERAGED = ("st_gs_x2", "gr_mc10_x2", "gr_exact_x2", "zgr_x2")
 # (estimator, tau) rows beside tau = 1.0; ReinMax at tau = 1 is ZGR, so only where it was kept.
 TEMPERATURES = {"reinmax": 1.1}
 TAU_ONE_ALSO = {("nonlinear_fashion_mnist", "reinmax")}
@@ -48,7 +51,8 @@ COMMAND = (
 
 def _arms(extra_estimators=()):
   for setting, (config, dataset) in SETTINGS.items():
-    for estimator in (*ESTIMATORS, *extra_estimators):
+    averaged = AVERAGED if setting.startswith("nonlinear") else ()
+    for estimator in (*ESTIMATORS, *averaged, *extra_estimators):
       rows = [(estimator, [])]
       if estimator in TEMPERATURES:
         tau = TEMPERATURES[estimator]
