@@ -31,6 +31,10 @@ SETTINGS = {
     "configs/bernoulli_vae_nonlinear.py:binarized_mnist",
     "binarized_mnist",
   ),
+  # Dynamic MNIST: the first 50,000 training images train, the last 10,000 validate (the DisARM
+  # code's tfds split "train[:50000]", "train[50000:]"), the test images the test set.
+  "nonlinear_dynamic_mnist": ("configs/bernoulli_vae_nonlinear.py:mnist", "mnist"),
+  "linear_dynamic_mnist": ("configs/bernoulli_vae_linear.py:mnist", "mnist"),
 }
 ESTIMATORS = ("disarm", "rloo2", "st_gs", "gr_mc10", "gr_exact", "reinmax", "zgr", "reinforce")
 ESTIMATORS += ("gr_mc100",)
