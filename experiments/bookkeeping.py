@@ -320,6 +320,8 @@ class StopSignals:
     # The signal received by this process (one swallowed while the command started, too).
     self.signum = start_up_signals.received()
     self.agreed = None  # the signal the job stops for (``requested``)
+    # True while a multi-process job gathers its signals: one arriving now counts at the next.
+    self.deciding = False
     self._where = where
     self._saved = saved  # whether a checkpoint is on disk yet (the messages say what stays)
     self._previous = {}
@@ -362,8 +364,10 @@ class StopSignals:
     saved = self._saved()
     if received == 1:
       kept = "keeping the last saved checkpoint" if saved else "before any checkpoint is saved"
+      # In a multi-process job gathering its signals, this one counts at the next gather.
+      block = "the next block" if self.deciding else "this block"
       return (
-        f"{name}: stopping after this block{self._where()}, with a checkpoint; {name} again"
+        f"{name}: stopping after {block}{self._where()}, with a checkpoint; {name} again"
         f" quits at once, {kept}."
       )
     if saved:
@@ -390,7 +394,12 @@ class StopSignals:
     the next question, in every process alike.
     """
     if self.agreed is None and jax.process_count() > 1:
-      received = multihost_utils.process_allgather(np.array(self.signum or 0))  # [processes]
+      own = np.array(self.signum or 0)
+      self.deciding = True  # after ``own``: a signal from here on is not in this gather
+      try:
+        received = multihost_utils.process_allgather(own)  # [processes]
+      finally:
+        self.deciding = False
       self.agreed = next((int(s) for s in received.ravel() if s), None)
     elif self.agreed is None:
       self.agreed = self.signum

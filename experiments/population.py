@@ -300,6 +300,7 @@ class Run:
     self.trainer, self.path, self.schedule = trainer, path, schedule
     self.log_names = tuple(log_names)
     self._block = None  # (first step, last step) of the block being computed
+    self._next_block = None  # the block that follows if the processes agree not to stop now
     self._last_progress = time.perf_counter()
     # From here on, SIGINT / SIGTERM stop with a checkpoint (and are answered at once).
     self.stop = bookkeeping.StopSignals(self._where, saved=lambda: workdir.has_checkpoint(path))
@@ -353,11 +354,12 @@ class Run:
       if step == 0 and evaluator.at_start and evaluator.due(0, last):
         state = self._evaluate(evaluator, 0, state)
     while step < last:
-      if self.stop.requested:
-        self.stop.stop(self.checkpointer, self.writer, step, state)
       end = min(last, step + schedule.steps_per_call)
       for every in boundaries:
         end = min(end, (step // every + 1) * every)
+      self._next_block = (step, end)
+      if self.stop.requested:
+        self.stop.stop(self.checkpointer, self.writer, step, state)
       self._block = (step, end)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
@@ -372,7 +374,7 @@ class Run:
       if not alive.any():
         logging.error("every member diverged by step %d; stopping.", step)
         break
-    self._block = None
+    self._block = self._next_block = None
     if self.stop.requested:  # a signal during the last block
       self.stop.stop(self.checkpointer, self.writer, step, state)
     self.checkpointer.save(step, state)
@@ -397,6 +399,12 @@ class Run:
 
   def _where(self) -> str:
     """Where a stop signal will stop the run (StopSignals' first answer)."""
+    if self.stop.deciding and self._next_block is not None:
+      # The job's processes are agreeing whether to stop before the next block, without this
+      # signal: they stop after it.
+      first, last = self._next_block
+      eta = bookkeeping.duration(self.progress.seconds_to(last, first))
+      return f" at step {last} (its end, ~{eta} after it begins)"
     if self._block is None:
       return " (between blocks, or at the final evaluation's next batch of images)"
     first, last = self._block

@@ -266,3 +266,37 @@ def test_the_stop_answers_say_what_a_second_signal_keeps():
       assert second in stop.answer(signals.SIGTERM, 2)
     finally:
       stop.restore()
+
+
+def test_a_signal_while_the_processes_agree_is_announced_at_the_next_blocks_end(monkeypatch):
+  """In a two-process job, SIGTERM to process 0 while the processes gathered their signals
+  (before block 150..200) was announced as "at step 150" and the job stopped at 200: it missed
+  that gather. The answer given during the gather now names the step the job stops at."""
+  import signal as signals
+  import types
+
+  from experiments import population
+
+  run = types.SimpleNamespace(
+    _block=(100, 150),
+    _next_block=(150, 200),
+    progress=types.SimpleNamespace(seconds_to=lambda last, first: 1.0),
+  )
+  run.stop = bookkeeping.StopSignals(lambda: population.Run._where(run))
+  answers = []
+
+  def gather(own):
+    answers.append(run.stop.answer(signals.SIGTERM, 1))  # the signal, while the gather runs
+    return np.array([own, 0])
+
+  monkeypatch.setattr(bookkeeping.jax, "process_count", lambda: 2)
+  monkeypatch.setattr(bookkeeping.multihost_utils, "process_allgather", gather)
+  try:
+    assert not run.stop.requested  # nobody had a signal when the values were taken
+    assert answers[0].startswith("SIGTERM: stopping after the next block at step 200 (its end")
+    # Outside the gather (during a block), the block in progress is the one announced.
+    assert run.stop.answer(signals.SIGTERM, 1).startswith(
+      "SIGTERM: stopping after this block at step 150 (this block's end"
+    )
+  finally:
+    run.stop.restore()
