@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 import traceback
+import warnings
 from typing import Any, Sequence
 
 import jax
@@ -38,7 +39,8 @@ def _drop_closed_event_loop_noise() -> None:
   abandoned read coroutines, closed by the garbage collector, turn the
   GeneratorExit into an exception of their own; Python prints each as an
   "Exception ignored" traceback (dozens, after the one line that says what
-  happened). Every other unraisable exception still reaches the default hook.
+  happened), and the write coroutines it abandons warn "was never awaited" when
+  collected. Every other unraisable exception and warning still reaches its hook.
   """
   if getattr(sys.unraisablehook, "drops_closed_event_loops", False):
     return
@@ -58,6 +60,10 @@ def _drop_closed_event_loop_noise() -> None:
 
   hook.drops_closed_event_loops = True
   sys.unraisablehook = hook
+  # The write coroutines a failed save abandons, collected unawaited (at times only at exit).
+  warnings.filterwarnings(
+    "ignore", message=r"coroutine 'async_serialize_from_host", category=RuntimeWarning
+  )
   asyncio_logger = python_logging.getLogger("asyncio")
   if not any(isinstance(f, _OrbaxTaskNoise) for f in asyncio_logger.filters):
     asyncio_logger.addFilter(_OrbaxTaskNoise())
