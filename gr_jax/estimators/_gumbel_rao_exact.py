@@ -64,10 +64,11 @@ def _binary_conditional_product(log_odds, tau):
   :math:`s_i s_j = h(\delta / \tau)`, :math:`h(w) = \sigma(w)\sigma(-w)`. The
   integrand :math:`p(z)\, h(\delta/\tau) / \tau` is evaluated in log space
   (no underflow at tiny tau or large gaps) on a window around its mass: it
-  starts 40 below min(ell, softplus^-1(tau)), where the logistic density and h
-  both bend, and ends where either has decayed by e^-40: 40 above ell, or
+  starts m below min(ell, softplus^-1(tau)), where the logistic density and h
+  both bend, and ends where either has decayed by e^-m: m above ell, or
   where :math:`\delta / \tau` passes 45 (for tau < 1, with the density's rise
-  :math:`e^{z}` against h's fall :math:`e^{-z/\tau}`, 40 / (1/tau - 1) further).
+  :math:`e^{z}` against h's fall :math:`e^{-z/\tau}`, m / (1/tau - 1) further),
+  with the margin m of ``_TRAPEZOID_RULES`` (40 in float64, 20 in float32).
   """
   num_nodes, margin = _TRAPEZOID_RULES[jnp.dtype(log_odds.dtype).name]
   bend = _softplus_inverse(tau)
