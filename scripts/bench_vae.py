@@ -43,6 +43,7 @@ from configs import (
 )
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
+from gr_jax import estimators
 from scripts import common
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
@@ -176,7 +177,8 @@ def train_steps(get_config, rng):
         config.tau = float(tau)
       if config.dataset != "binarized_mnist":  # the Bernoulli models: no data is read here
         config.dataset = "synthetic_grey"
-      task = VAETask(config, vae.validate(config))
+      estimator = vae.validate(config)
+      task = VAETask(config, estimator)
       hyperparameters = {k: jnp.float32(config[k]) for k in vae.HYPERPARAMETERS}
       jitted[row] = jax.jit(task.train_step, donate_argnums=0)
       make_key = lambda seed, impl=impl: jax.random.key(seed, impl=impl)  # noqa: E731
@@ -192,10 +194,11 @@ def train_steps(get_config, rng):
         jax.block_until_ready(metrics)
 
       steps[row] = step
-      if name.startswith("gr_mc") and not impl:
-        # The uniforms of K samples of every variable of every stochastic layer.
+      if estimator.fn is estimators.gumbel_rao and not impl:
+        # The uniforms of K samples of every variable of every stochastic layer, every draw.
         layers = len(task.inference_networks)
-        size = batch_size * config.num_vars * config.arity * int(name[5:]) * layers
+        samples = estimator.conditional_samples * estimator.draws
+        size = batch_size * config.num_vars * config.arity * samples * layers
         if config.arity == 2:  # binary GR draws one uniform per variable and sample
           size //= 2
         floor = jax.jit(lambda key, n=size: jnp.sum(jax.random.uniform(key, (n,))))
