@@ -44,8 +44,14 @@ def test_wheel_holds_only_gr_jax(tmp_path):
   (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
   metadata_lines = archive.read(metadata).decode().splitlines()
   assert "License-Expression: Apache-2.0" in metadata_lines
+  # The adapters are optional extras: the core library imports neither NumPyro nor distrax.
+  assert {"Provides-Extra: numpyro", "Provides-Extra: distrax"} <= set(metadata_lines)
+  assert "gr_jax/numpyro.py" in names and "gr_jax/distrax.py" in names
   # The wheel's library imports on its own (from the wheel, not the clone).
-  code = "import gr_jax, gr_jax.estimators as e; print(e.get('gr_mc10').name, gr_jax.__file__)"
+  code = (
+    "import sys, gr_jax, gr_jax.estimators as e; print(e.get('gr_mc10').name, gr_jax.__file__,"
+    " {'numpyro', 'distrax'} & set(sys.modules) or 'no adapters')"
+  )
   out = subprocess.run(
     [sys.executable, "-c", code],
     check=True,
@@ -55,7 +61,7 @@ def test_wheel_holds_only_gr_jax(tmp_path):
     cwd=tmp_path,
     env={"PYTHONPATH": str(wheel)},
   ).stdout
-  assert out.startswith("gr_mc10 ") and str(wheel) in out
+  assert out.startswith("gr_mc10 ") and str(wheel) in out and out.endswith("no adapters\n")
 
 
 def test_license_and_citation_files():
