@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "vae_checkpoint.ipynb"])
+@pytest.mark.parametrize(
+  "name", ["quickstart.ipynb", "vae_checkpoint.ipynb", "numpyro_mixture.ipynb"]
+)
 def test_notebook_runs(name, monkeypatch):
   monkeypatch.delenv("GR_JAX_VAE_WORKDIR", raising=False)
   notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
