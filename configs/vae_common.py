@@ -40,6 +40,17 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   # the sample, its direct gradient included), "pathwise" (that direct part left out) or
   # "analytic" (the exact KL); the last two for one-layer models and single-evaluation estimators.
   config.kl_estimate = "sampled"
+  # Choices of Maddison et al. 2017 the defaults do not make (model "concrete" only;
+  # configs/studies/concrete_choices.py measures each): "one" logit per binary latent instead
+  # of "two" (arity 2); the encoder's input "2x-1" instead of "x" (appendix D.4); GS's latent
+  # term "concrete" (the Binary Concrete densities, appendix C.2; arity 2) instead of
+  # "discrete", with the prior's temperature relaxed_prior_tau (0: the posterior's tau).
+  config.binary_logits = "two"
+  config.encoder_input = "x"
+  config.relaxed_kl = "discrete"
+  config.relaxed_prior_tau = 0.0
+  # The training loss over the batch: "mean", or "sum" (a B-times larger gradient).
+  config.loss_reduction = "mean"
   # Estimator: a name accepted by gr_jax.estimators.get.
   config.estimator = "gr_mc100"
   config.tau = 0.5

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from gr_jax import estimators
 from gr_jax.models import vae
 
 
@@ -169,3 +170,109 @@ def test_iwae_tightens_with_m_towards_log_px():
   assert m10 < m100 + 3 * np.hypot(s10, s100)
   assert m100 < exact + 3 * s100
   assert exact - m100 < exact - m1
+
+
+def _binary_pair(num_vars=6, widths=(16,)):
+  """A two-logit and a one-logit binary model with equal logit differences everywhere."""
+  kwargs = dict(encoder_widths=widths, decoder_widths=widths, prior="learned")
+  two = vae.DiscreteVAE(num_vars, 2, binary_logits="two", rngs=nnx.Rngs(3), **kwargs)
+  one = vae.DiscreteVAE(num_vars, 2, binary_logits="one", rngs=nnx.Rngs(3), **kwargs)
+  rng = np.random.default_rng(0)
+  two.prior_logits.set_value(jnp.asarray(rng.normal(size=(num_vars, 2)), jnp.float32))
+  one.prior_logits.set_value(two.prior_logits.get_value() @ jnp.array([-1.0, 1.0]))
+  # The encoder's outputs are [m, 2] row-major: output 2j + k is logit k of latent j.
+  last_two, last_one = two.encoder.layers[-1], one.encoder.layers[-1]
+  last_one.kernel.set_value(
+    last_two.kernel.get_value()[:, 1::2] - last_two.kernel.get_value()[:, 0::2]
+  )
+  last_one.bias.set_value(last_two.bias.get_value()[1::2] - last_two.bias.get_value()[0::2])
+  return two, one
+
+
+def test_one_logit_per_binary_latent_is_the_same_distribution_at_equal_differences():
+  """binary_logits="one": q(D | x), p(D), the sample at a key and both bounds are those of the
+  two-logit model whose logit differences it holds (the same family, another parameterization)."""
+  two, one = _binary_pair()
+  # The same hidden layers and decoder: NNX draws each layer's initial weights by position.
+  np.testing.assert_array_equal(
+    two.decoder.layers[0].kernel.get_value(), one.decoder.layers[0].kernel.get_value()
+  )
+  x = jnp.asarray(np.random.default_rng(1).random((5, 784)) < 0.3, jnp.float32)
+  log_q_two = jax.nn.log_softmax(two.encode(x), axis=-1)
+  log_q_one = jax.nn.log_softmax(one.encode(x), axis=-1)
+  np.testing.assert_allclose(log_q_one, log_q_two, atol=2e-6)
+  np.testing.assert_allclose(one.log_prior(), two.log_prior(), atol=1e-6)
+  assert one.encode(x).shape == (5, 6, 2) and one.prior_logits.get_value().shape == (6,)
+  st_gs, key = estimators.get("st_gs"), jax.random.key(4)
+  bound_two = two.training_bound(x, key, st_gs, 0.5)
+  bound_one = one.training_bound(x, key, st_gs, 0.5)
+  np.testing.assert_array_equal(bound_one.samples[0], bound_two.samples[0])
+  np.testing.assert_allclose(bound_one.bound, bound_two.bound, rtol=1e-5)
+  np.testing.assert_allclose(one.iwae_bound(x, key, 20), two.iwae_bound(x, key, 20), rtol=1e-5)
+  with pytest.raises(ValueError, match="binary_logits='one' is for binary latents"):
+    vae.DiscreteVAE(4, 4, binary_logits="one", rngs=nnx.Rngs(0))
+
+
+def test_the_encoder_sees_two_x_minus_one_minus_its_centring():
+  x = jnp.asarray(np.random.default_rng(2).random((4, 784)) < 0.4, jnp.float32)
+  centring = jnp.full(784, 0.2)
+  plain = vae.DiscreteVAE(5, 4, encoder_widths=(8,), decoder_widths=(8,), rngs=nnx.Rngs(0))
+  signed = vae.DiscreteVAE(
+    5, 4, encoder_widths=(8,), decoder_widths=(8,), encoder_input="2x-1", rngs=nnx.Rngs(0)
+  )
+  key, st_gs = jax.random.key(0), estimators.get("st_gs")
+  result = signed.training_bound(x, key, st_gs, 0.5, centring)
+  np.testing.assert_array_equal(result.inference_inputs, 2 * x - 1)  # what the average tracks
+  np.testing.assert_allclose(
+    jax.nn.log_softmax(signed.encode(2 * x - 1 - centring)),
+    jax.nn.log_softmax(plain.encode(2 * x - 1 - centring)),
+    rtol=1e-6,
+  )
+  # The same encoder at another input: the bounds differ from the plain model's, the likelihood
+  # is still of x (the decoder's target).
+  assert not np.allclose(result.bound, plain.training_bound(x, key, st_gs, 0.5, centring).bound)
+
+
+def test_binary_concrete_log_density_is_the_logistics():
+  """Y = (alpha + L) / tau with L ~ Logistic(0, 1) is Logistic(alpha / tau, 1 / tau)."""
+  from scipy import stats
+
+  y = np.linspace(-30, 30, 121)
+  for alpha, tau in ((0.0, 1.0), (2.5, 0.5), (-4.0, 0.1), (1.0, 3.0)):
+    want = stats.logistic.logpdf(y, loc=alpha / tau, scale=1 / tau)
+    got = vae.binary_concrete_log_density(jnp.asarray(y), alpha, tau)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_gs_with_the_concrete_kl_samples_gs_and_scores_the_logistic_densities():
+  from scipy import stats
+
+  model = vae.DiscreteVAE(
+    6,
+    2,
+    encoder_widths=(8,),
+    decoder_widths=(8,),
+    binary_logits="one",
+    relaxed_kl="concrete",
+    relaxed_prior_tau=0.5,
+    rngs=nnx.Rngs(0),
+  )
+  model.prior_logits.set_value(jnp.linspace(-1.0, 1.0, 6))
+  x = jnp.asarray(np.random.default_rng(3).random((3, 784)) < 0.3, jnp.float32)
+  key, tau = jax.random.key(7), 0.64
+  result = model.training_bound(x, key, estimators.get("gs"), tau)
+  logits = model.encode(x)
+  np.testing.assert_allclose(
+    result.samples[0], estimators.gumbel_softmax(key, logits, tau=tau), atol=1e-6
+  )
+  # Y from the sample itself, in float64: log(S1 / S0).
+  s = np.asarray(result.samples[0], np.float64)
+  y = np.log(s[..., 1]) - np.log(s[..., 0])
+  alpha = np.asarray(logits[..., 1] - logits[..., 0], np.float64)
+  prior_alpha = np.linspace(-1.0, 1.0, 6)
+  kl = stats.logistic.logpdf(y, alpha / tau, 1 / tau) - stats.logistic.logpdf(
+    y, prior_alpha / 0.5, 1 / 0.5
+  )
+  np.testing.assert_allclose(result.metrics["kl"], kl.sum(-1), rtol=1e-4, atol=1e-3)
+  with pytest.raises(ValueError, match="relaxed_kl='concrete' is for binary latents"):
+    vae.DiscreteVAE(4, 4, relaxed_kl="concrete", rngs=nnx.Rngs(0))

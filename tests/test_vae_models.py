@@ -9,6 +9,7 @@ from flax import nnx
 from configs import (
   bernoulli_vae_linear,
   bernoulli_vae_nonlinear,
+  vae_2ary,
   vae_16ary,
   vae_relu_mlp,
   vae_two_layer_16ary,
@@ -224,3 +225,60 @@ def test_a_training_step_with_each_kl_estimate(kl_estimate):
     )
     np.testing.assert_allclose(decoder[0], decoder[1], rtol=1e-5, atol=1e-7)
     assert (kl_estimate == "pathwise") == (not np.allclose(encoder[0], encoder[1], atol=1e-6))
+
+
+def test_the_loss_summed_over_the_batch_has_b_times_the_gradient():
+  config = vae_2ary.get_config()
+  config.dataset = "synthetic"
+  task = VAETask(config, estimators.get("st_gs"))
+  hyper = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyper, 0)
+  x = jnp.asarray(np.random.default_rng(0).random((20, 784)) < 0.3, jnp.float32)
+
+  def grad():
+    loss = lambda p: task.loss(p, x, jax.random.key(3), 0.0, 0.64, member["input_mean"])[0]
+    return jax.grad(loss)(member["params"])
+
+  mean = grad()
+  config.loss_reduction = "sum"
+  vae_experiment.validate(config)
+  for summed, averaged in zip(jax.tree.leaves(grad()), jax.tree.leaves(mean)):
+    # float32 sums of 20 terms in two orders: a tolerance relative to the leaf's largest entry.
+    np.testing.assert_allclose(summed, 20 * averaged, rtol=1e-4, atol=1e-5 * np.abs(summed).max())
+
+
+def test_the_concrete_choices_reach_the_model_and_are_checked():
+  config = vae_2ary.get_config()
+  config.dataset = "synthetic"
+  config.update(binary_logits="one", encoder_input="2x-1", center_inputs="pixel_means")
+  vae_experiment.validate(config)
+  task = VAETask(config, estimators.get("st_gs"), np.full(784, 0.25))
+  np.testing.assert_allclose(task.initial_input_mean, -0.5)  # the mean of 2x - 1
+  model = models.build(config, nnx.Rngs(0))
+  assert model.one_logit and model.encoder.layers[-1].out_features == 240
+  refusals = [
+    (vae_16ary, {"binary_logits": "one"}, r"binary_logits must be 'two' unless arity is 2"),
+    (vae_2ary, {"relaxed_kl": "concrete"}, r"relaxed_kl must be 'discrete' unless the estimator"),
+    (vae_two_layer_16ary, {"encoder_input": "2x-1"}, r"encoder_input must be 'x' with model"),
+    (vae_2ary, {"encoder_input": "x2"}, r"encoder_input must be one of \('x', '2x-1'\)"),
+    (vae_2ary, {"relaxed_prior_tau": -1.0}, r"relaxed_prior_tau must be a number >= 0"),
+    (vae_2ary, {"loss_reduction": "total"}, r"loss_reduction must be one of \('mean', 'sum'\)"),
+  ]
+  for module, fields, message in refusals:
+    config = module.get_config()
+    config.update(fields)
+    with pytest.raises(config_checks.ConfigError, match="^config\\." + message):
+      vae_experiment.validate(config)
+  config = vae_2ary.get_config()
+  config.update(estimator="gs", relaxed_kl="concrete", relaxed_prior_tau=0.5)
+  vae_experiment.validate(config)
+
+
+def test_a_run_saved_before_the_concrete_choices_resumes_with_the_defaults():
+  new = workdir.flatten(vae_16ary.get_config().to_dict())
+  added = ("binary_logits", "encoder_input", "relaxed_kl", "relaxed_prior_tau", "loss_reduction")
+  saved = {k: v for k, v in new.items() if k not in added}
+  assert workdir.differing_fields(saved, new, added_fields=models.ADDED_FIELDS) == []
+  assert workdir.differing_fields(
+    saved, {**new, "loss_reduction": "sum"}, added_fields=models.ADDED_FIELDS
+  ) == ["loss_reduction"]

@@ -20,7 +20,7 @@ from ml_collections import ConfigDict
 
 from experiments import config_checks, driver, population, rng, schedules, search, workdir
 from experiments.vae import data, evaluation, models
-from experiments.vae.task import OPTIMIZERS, VAETask
+from experiments.vae.task import LOSS_REDUCTIONS, OPTIMIZERS, VAETask
 from gr_jax import estimators
 from gr_jax.data import idx_images
 from gr_jax.models import vae
@@ -58,6 +58,20 @@ def validate(config: ConfigDict) -> estimators.Estimator:
       " leaves the KL's direct gradient out)",
       config.kl_estimate,
     )
+  if config.relaxed_kl == "concrete":
+    config_checks.require(
+      estimator.relaxed and config.kl_estimate == "sampled",
+      "relaxed_kl",
+      "'discrete' unless the estimator is relaxed (gs) and kl_estimate is 'sampled' (the"
+      " Concrete densities are GS's own latent term)",
+      config.relaxed_kl,
+    )
+  config_checks.require(
+    config.loss_reduction in LOSS_REDUCTIONS,
+    "loss_reduction",
+    f"one of {LOSS_REDUCTIONS}",
+    config.loss_reduction,
+  )
   config_checks.require_int(config, "num_steps", minimum=0)
   data.check(config)
   config_checks.require(

@@ -34,6 +34,7 @@ class Model:
     multi_sample: whether the multi-sample estimators (RLOO, DisARM) train it
       (they sample one stochastic layer).
     kl_estimates: the ``kl_estimate`` values it supports.
+    concrete_choices: whether it reads ``CONCRETE_CHOICES`` (else they keep their defaults).
   """
 
   build: Callable[[ConfigDict, nnx.Rngs], nnx.Module]
@@ -43,6 +44,17 @@ class Model:
   centerings: tuple[str, ...] = CENTERINGS
   multi_sample: bool = True
   kl_estimates: tuple[str, ...] = vae.KL_ESTIMATES
+  concrete_choices: bool = False
+
+
+# Choices of Maddison et al. (2017) the one-layer Concrete model can make (gr_jax.models.vae:
+# DiscreteVAE), with the defaults every other model keeps.
+CONCRETE_CHOICES = {
+  "binary_logits": "two",
+  "encoder_input": "x",
+  "relaxed_kl": "discrete",
+  "relaxed_prior_tau": 0.0,
+}
 
 
 def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
@@ -55,6 +67,10 @@ def _one_layer(config: ConfigDict, rngs: nnx.Rngs) -> vae.DiscreteVAE:
     kernel_init=config.kernel_init,
     prior=config.prior,
     kl_estimate=config.kl_estimate,
+    binary_logits=config.binary_logits,
+    encoder_input=config.encoder_input,
+    relaxed_kl=config.relaxed_kl,
+    relaxed_prior_tau=config.relaxed_prior_tau,
     rngs=rngs,
   )
 
@@ -103,7 +119,9 @@ MODELS = {
   "concrete": Model(
     _one_layer,
     "one stochastic layer: the Concrete paper's 240H~784V with the config's choices (widths,"
-    " activation, kernels, output bias, centring, prior)",
+    " activation, kernels, output bias, centring, prior, binary logits, encoder input, GS's"
+    " KL)",
+    concrete_choices=True,
   ),
   "relu_mlp": Model(
     _one_layer,
@@ -157,6 +175,8 @@ ADDED_FIELDS = {
   "optimizer": ("sgd_momentum",),
   "prior_learning_rate": (0.01,),  # read by optimizer="adam" only
   "kl_estimate": ("sampled",),
+  **{field: (default,) for field, default in CONCRETE_CHOICES.items()},
+  "loss_reduction": ("mean",),
 }
 
 
@@ -194,6 +214,30 @@ def check(config: ConfigDict) -> Model:
     "center_inputs",
     f"one of {entry.centerings} with model {config.model!r}",
     config.center_inputs,
+  )
+  for field, default in CONCRETE_CHOICES.items():
+    if not entry.concrete_choices:
+      config_checks.require(
+        config[field] == default, field, f"{default!r} with model {config.model!r}", config[field]
+      )
+  for field, allowed in (
+    ("binary_logits", vae.BINARY_LOGITS),
+    ("encoder_input", vae.ENCODER_INPUTS),
+    ("relaxed_kl", vae.RELAXED_KLS),
+  ):
+    config_checks.require(config[field] in allowed, field, f"one of {allowed}", config[field])
+  for field in ("binary_logits", "relaxed_kl"):
+    config_checks.require(
+      config[field] == CONCRETE_CHOICES[field] or config.arity == 2,
+      field,
+      f"{CONCRETE_CHOICES[field]!r} unless arity is 2 (binary latents)",
+      config[field],
+    )
+  config_checks.require(
+    config_checks.is_number(config.relaxed_prior_tau) and config.relaxed_prior_tau >= 0,
+    "relaxed_prior_tau",
+    "a number >= 0 (0: the posterior's tau)",
+    config.relaxed_prior_tau,
   )
   config_checks.require(
     config.kl_estimate in entry.kl_estimates,

@@ -17,6 +17,8 @@ from experiments.vae import models
 from gr_jax import diagnostics, estimators
 
 OPTIMIZERS = ("sgd_momentum", "adam")
+# The training loss over the batch (config.loss_reduction).
+LOSS_REDUCTIONS = ("mean", "sum")
 
 
 @optax.inject_hyperparams
@@ -92,7 +94,7 @@ class VAETask:
     self.output_bias = jnp.asarray(np.log(means) - np.log1p(-means), jnp.float32)
     template = models.build(config, nnx.Rngs(0))
     self.initial_input_mean = (
-      jnp.asarray(pixel_means, jnp.float32)
+      template.inference_input(jnp.asarray(pixel_means, jnp.float32))
       if config.center_inputs == "pixel_means"
       else template.initial_centering()
     )
@@ -133,10 +135,11 @@ class VAETask:
       return jax.tree.map(lambda *values: sum(values) / len(values), *draws)
     result = self.model(params).training_bound(x, key, estimator, tau, input_mean)
     bound = result.bound
-    loss = -jnp.mean(bound)
+    reduce = jnp.sum if self.config.loss_reduction == "sum" else jnp.mean
+    loss = -reduce(bound)
     objective = loss
     if estimator.score_function:
-      objective = loss + jnp.mean(
+      objective = loss + reduce(
         estimators.score_function_surrogate(result.log_q, -bound, baseline_mean)
       )
     return objective, result

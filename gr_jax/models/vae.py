@@ -45,6 +45,14 @@ KERNEL_INITS = {
 PRIORS = ("learned", "uniform")
 # The KL term of the single-sample training bound (:func:`kl_term`).
 KL_ESTIMATES = ("sampled", "pathwise", "analytic")
+# A binary latent's free logits: a two-category softmax ("two"), or one logit alpha, the logits
+# (0, alpha) (Maddison et al. 2017, appendices B and C.3).
+BINARY_LOGITS = ("two", "one")
+# The encoder's input before centring: the pixels, or 2x - 1 in (-1, 1) (their appendix D.4).
+ENCODER_INPUTS = ("x", "2x-1")
+# GS's latent term: the discrete bound's linear extension at the relaxed sample, or the Binary
+# Concrete densities of the logistic pre-sigmoid variable (their appendix C.2's first objective).
+RELAXED_KLS = ("discrete", "concrete")
 
 
 def log2_arity(arity: int) -> int:
@@ -161,6 +169,22 @@ def sample_log_prob(logits, sample) -> jax.Array:
   return jnp.sum(estimators.categorical_log_prob(logits, jax.lax.stop_gradient(sample)), axis=-1)
 
 
+def as_binary(alpha: jax.Array) -> jax.Array:
+  """``[...]`` one logit per binary latent -> ``[..., 2]`` the categorical logits (0, alpha)."""
+  return jnp.stack([jnp.zeros_like(alpha), alpha], axis=-1)
+
+
+def binary_concrete_log_density(y: jax.Array, log_odds: jax.Array, tau) -> jax.Array:
+  r"""Log-density of the logistic pre-sigmoid variable of a Binary Concrete (Maddison et al.
+  2017, appendix C.3): :math:`Y = (\alpha + L) / \tau`, :math:`L \sim \mathrm{Logistic}(0, 1)`,
+
+  .. math:: \log f(y) = \log \tau + z - 2 \log(1 + e^{z}), \quad z = \alpha - \tau y,
+
+  elementwise (``log_odds`` is :math:`\alpha`, broadcastable to ``y``)."""
+  z = log_odds - tau * y
+  return jnp.log(tau) + z - 2.0 * jax.nn.softplus(z)
+
+
 def importance_weighted(log_weights_fn, key, num_samples: int, chunk_size: int, batch_shape):
   r""":math:`\log \frac{1}{M} \sum_k w_k` over ``num_samples`` draws, ``chunk_size`` at a time.
 
@@ -185,7 +209,7 @@ def importance_weighted(log_weights_fn, key, num_samples: int, chunk_size: int, 
 
 
 class DiscreteVAE(nnx.Module):
-  """q(D | x) = prod_j Cat(D_j; softmax(enc(x)_j)), p(D) = prod_j Cat(D_j; softmax(prior_j)),
+  r"""q(D | x) = prod_j Cat(D_j; softmax(enc(x)_j)), p(D) = prod_j Cat(D_j; softmax(prior_j)),
   p(x | D) = Bernoulli(dec(embed(D))).
 
   With ``prior="learned"`` the prior logits are a ``[m, n]`` parameter
@@ -193,6 +217,17 @@ class DiscreteVAE(nnx.Module):
   ``"uniform"`` the prior is fixed at 1/n. ``kl_estimate`` is the single-sample
   bound's KL term (:func:`kl_term`: ``"sampled"``, ``"pathwise"`` or
   ``"analytic"``); the IWAE bound does not read it.
+
+  Three choices of Maddison et al. (2017) that the defaults do not make:
+  ``binary_logits="one"`` (arity 2: one logit :math:`\alpha_j` per latent from
+  the encoder and the prior, the logits :math:`(0, \alpha_j)`; the same family
+  of distributions as two free logits, parameterized by their difference),
+  ``encoder_input="2x-1"`` (the encoder sees 2x - 1 minus its centring, the
+  activity in (-1, 1) of their appendix D.4; its running average is of 2x - 1)
+  and ``relaxed_kl="concrete"`` (GS on binary latents: the latent term is
+  :math:`\log p_{\tau_p}(Y) - \log q_\tau(Y \mid x)` of the logistic
+  pre-sigmoid variable Y, :func:`binary_concrete_log_density`, with the prior at
+  temperature ``relaxed_prior_tau``, 0 meaning the posterior's tau).
   """
 
   # (label, parameter) of each stochastic layer's inference network.
@@ -209,6 +244,10 @@ class DiscreteVAE(nnx.Module):
     kernel_init: str = "glorot_uniform",
     prior: str = "learned",
     kl_estimate: str = "sampled",
+    binary_logits: str = "two",
+    encoder_input: str = "x",
+    relaxed_kl: str = "discrete",
+    relaxed_prior_tau: float = 0.0,
     num_pixels: int = 784,
     rngs: nnx.Rngs,
   ):
@@ -217,34 +256,50 @@ class DiscreteVAE(nnx.Module):
       ("kernel_init", kernel_init, KERNEL_INITS),
       ("prior", prior, PRIORS),
       ("kl_estimate", kl_estimate, KL_ESTIMATES),
+      ("binary_logits", binary_logits, BINARY_LOGITS),
+      ("encoder_input", encoder_input, ENCODER_INPUTS),
+      ("relaxed_kl", relaxed_kl, RELAXED_KLS),
     ):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
+    for name, value, default in (
+      ("binary_logits", binary_logits, "two"),
+      ("relaxed_kl", relaxed_kl, "discrete"),
+    ):
+      if value != default and arity != 2:
+        raise ValueError(f"{name}={value!r} is for binary latents (arity 2); got arity {arity}.")
+    if not relaxed_prior_tau >= 0:
+      raise ValueError(f"relaxed_prior_tau must be >= 0 (0: tau); got {relaxed_prior_tau!r}.")
     latent_dim = num_vars * log2_arity(arity)
     self.num_vars, self.arity, self.num_pixels = num_vars, arity, num_pixels
     self.kl_estimate = kl_estimate
+    self.one_logit = binary_logits == "one"
+    self.encoder_input = encoder_input
+    self.relaxed_kl, self.relaxed_prior_tau = relaxed_kl, relaxed_prior_tau
     act, init = ACTIVATIONS[activation], KERNEL_INITS[kernel_init]()
-    logits_shape = self._logits_shape(num_vars, arity)
+    logits_shape = (num_vars,) if self.one_logit else (num_vars, arity)
     self.encoder = MLP(
       [num_pixels, *encoder_widths, math.prod(logits_shape)], act, kernel_init=init, rngs=rngs
     )
     self.decoder = MLP([latent_dim, *decoder_widths, num_pixels], act, kernel_init=init, rngs=rngs)
     self.prior_logits = nnx.Param(jnp.zeros(logits_shape)) if prior == "learned" else None
 
-  @staticmethod
-  def _logits_shape(num_vars: int, arity: int) -> tuple[int, ...]:
-    """The free logits of m variables (the encoder's outputs per example, the prior's)."""
-    return (num_vars, arity)
-
   def log_prior(self) -> jax.Array:
     """``[m, n]`` log p(D_j = k) (broadcastable: a scalar -log n for the uniform prior)."""
     if self.prior_logits is None:
       return jnp.asarray(-math.log(self.arity))
-    return jax.nn.log_softmax(self.prior_logits.get_value(), axis=-1)
+    logits = self.prior_logits.get_value()
+    return jax.nn.log_softmax(as_binary(logits) if self.one_logit else logits, axis=-1)
 
   def encode(self, x: jax.Array) -> jax.Array:
-    """``[B, 784]`` images -> ``[B, m, n]`` logits of q(D | x)."""
+    """``[B, 784]`` encoder inputs -> ``[B, m, n]`` logits of q(D | x)."""
+    if self.one_logit:
+      return as_binary(self.encoder(x))
     return self.encoder(x).reshape(*x.shape[:-1], self.num_vars, self.arity)
+
+  def inference_input(self, x: jax.Array) -> jax.Array:
+    """The encoder's input before centring (``encoder_input``): x, or 2x - 1."""
+    return 2.0 * x - 1.0 if self.encoder_input == "2x-1" else x
 
   def decode(self, sample: jax.Array) -> jax.Array:
     """``[..., m, n]`` samples -> ``[..., 784]`` Bernoulli logits of p(x | D)."""
@@ -284,16 +339,37 @@ class DiscreteVAE(nnx.Module):
     or the exact KL); ``log_q`` feeds REINFORCE's surrogate. The multi-sample
     estimators' surrogate is :meth:`_multi_sample_bound`'s.
     """
-    logits = self.encode(x - centering)
+    inputs = self.inference_input(x)
+    logits = self.encode(inputs - centering)
     if estimator.multi_sample:
-      return self._multi_sample_bound(x, key, estimator, logits)
-    sample = estimator(key, logits, tau=tau)
-    kl = kl_term(self.log_prior(), logits, sample, self.kl_estimate)
+      return self._multi_sample_bound(x, key, estimator, logits, inputs)
+    if estimator.relaxed and self.relaxed_kl == "concrete":
+      sample, kl = self._concrete_sample_and_kl(key, logits, tau)
+    else:
+      sample = estimator(key, logits, tau=tau)
+      kl = kl_term(self.log_prior(), logits, sample, self.kl_estimate)
     bound = bernoulli_log_likelihood(self.decode(sample), x) - kl
     log_q = sample_log_prob(logits, sample) if estimator.score_function else None
-    return TrainingBound(bound, log_q, {"kl": kl}, (sample,), x)
+    return TrainingBound(bound, log_q, {"kl": kl}, (sample,), inputs)
 
-  def _multi_sample_bound(self, x, key, estimator, logits) -> TrainingBound:
+  def _concrete_sample_and_kl(self, key, logits, tau):
+    r"""GS's relaxed sample and the Concrete KL term :math:`\sum_j \log q_\tau(Y_j \mid x) -
+    \log p_{\tau_p}(Y_j)` at the logistic pre-sigmoid variable
+    :math:`Y_j = (\alpha_j + G_{j1} - G_{j0}) / \tau`, drawn from GS's Gumbels at ``key``
+    (so the sample is ``estimators.gumbel_softmax(key, logits, tau)``)."""
+    gumbels = jax.random.gumbel(key, logits.shape, jnp.float32)
+    log_odds = logits[..., 1] - logits[..., 0]
+    y = (log_odds + gumbels[..., 1] - gumbels[..., 0]) / tau
+    sample = jnp.stack([jax.nn.sigmoid(-y), jax.nn.sigmoid(y)], axis=-1)
+    log_prior = jnp.broadcast_to(self.log_prior(), logits.shape)
+    prior_log_odds = log_prior[..., 1] - log_prior[..., 0]
+    prior_tau = self.relaxed_prior_tau if self.relaxed_prior_tau > 0 else tau
+    kl = binary_concrete_log_density(y, log_odds, tau) - binary_concrete_log_density(
+      y, prior_log_odds, prior_tau
+    )
+    return sample, jnp.sum(kl, axis=-1)
+
+  def _multi_sample_bound(self, x, key, estimator, logits, inputs) -> TrainingBound:
     r"""The surrogate of a multi-sample estimator (RLOO, DisARM) of the single-sample bound.
 
     Each evaluation is :meth:`log_weight` at a sample with q's logits held
@@ -310,7 +386,7 @@ class DiscreteVAE(nnx.Module):
       return bernoulli_log_likelihood(self.decode(sample), x) - kl, kl
 
     bound, kls = estimator(key, logits, f=bound_and_kl, has_aux=True)
-    return TrainingBound(bound, None, {"kl": jnp.mean(kls, axis=0)}, (), x)
+    return TrainingBound(bound, None, {"kl": jnp.mean(kls, axis=0)}, (), inputs)
 
   def iwae_bound(self, x, key, num_samples: int, chunk_size: int = 100, centering=0.0):
     r"""Importance-weighted bound (Burda et al. 2016) with exact discrete samples.
@@ -331,7 +407,7 @@ class DiscreteVAE(nnx.Module):
     Returns:
       ``[B]`` bounds in nats.
     """
-    logits = self.encode(x - centering)
+    logits = self.encode(self.inference_input(x) - centering)
 
     def log_weights(keys):
       samples = jax.vmap(lambda k: estimators.reinforce(k, logits))(keys)
@@ -375,24 +451,7 @@ class BernoulliVAE(DiscreteVAE):
       kernel_init=kernel_init,
       prior=prior,
       kl_estimate=kl_estimate,
+      binary_logits="one",
       num_pixels=num_pixels,
       rngs=rngs,
     )
-
-  @staticmethod
-  def _logits_shape(num_vars: int, arity: int) -> tuple[int, ...]:
-    del arity  # binary: one logit alpha per latent
-    return (num_vars,)
-
-  @staticmethod
-  def _as_binary(alpha: jax.Array) -> jax.Array:
-    return jnp.stack([jnp.zeros_like(alpha), alpha], axis=-1)
-
-  def log_prior(self) -> jax.Array:
-    if self.prior_logits is None:
-      return jnp.asarray(-math.log(2.0))
-    return jax.nn.log_softmax(self._as_binary(self.prior_logits.get_value()), axis=-1)
-
-  def encode(self, x: jax.Array) -> jax.Array:
-    """``[B, 784]`` images -> ``[B, m, 2]`` logits ``(0, alpha)`` of q(b | x)."""
-    return self._as_binary(self.encoder(x))
