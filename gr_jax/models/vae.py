@@ -85,13 +85,29 @@ def hypercube_embedding(sample: jax.Array) -> jax.Array:
 
 
 class MLP(nnx.Module):
-  """Dense layers (zero biases) with an activation between them (none after the last)."""
+  """Dense layers with an activation between them (none after the last); zero biases, or
+  ``bias_init(fan_in)``'s initializer per layer."""
 
   def __init__(
-    self, sizes: Sequence[int], activation: Callable, *, kernel_init: Callable, rngs: nnx.Rngs
+    self,
+    sizes: Sequence[int],
+    activation: Callable,
+    *,
+    kernel_init: Callable,
+    rngs: nnx.Rngs,
+    bias_init: Callable[[int], Callable] | None = None,
   ):
     self.layers = nnx.List(
-      [nnx.Linear(a, b, kernel_init=kernel_init, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])]
+      [
+        nnx.Linear(
+          a,
+          b,
+          kernel_init=kernel_init,
+          **({"bias_init": bias_init(a)} if bias_init else {}),
+          rngs=rngs,
+        )
+        for a, b in zip(sizes[:-1], sizes[1:])
+      ]
     )
     self.activation = activation
 
