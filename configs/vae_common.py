@@ -15,8 +15,12 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.data_dir = ""
   config.download = True
   # Grey-scale datasets: "dynamic" (a fresh Bernoulli draw of every training pixel at each use, the
-  # DisARM protocol's) or "fixed" (once, seeded); binary datasets (binarized_mnist): "fixed".
+  # DisARM protocol's), "fixed" (once, seeded) or "none" (the grey levels as targets: model
+  # "categorical"); binary datasets (binarized_mnist): "fixed".
   config.binarization = "fixed"
+  # MNIST / Fashion-MNIST: "train" (the first 50,000 images; the last 10,000 validate) or
+  # "train+valid" (all 60,000 train: the GST / ReinMax protocol, which has no validation split).
+  config.train_split = "train"
   # Model, by name (experiments/vae/models.py): "concrete", the Concrete paper's 240H~784V
   # (Maddison et al. 2017, section 5.1 and appendix D), each choice one field below;
   # "relu_mlp", the earlier ReLU 512/256 model (configs/vae_relu_mlp.py sets its choices);
@@ -61,8 +65,9 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.tau_decay_rate = 1e-4
   config.tau_decay_every = 500
   config.baseline_decay = 0.99  # REINFORCE's running-mean baseline
-  # Optimization: "sgd_momentum" (the paper's), or "adam" (the DisARM protocol's: Adam for the
-  # networks at learning_rate, SGD for the prior's logits at prior_learning_rate).
+  # Optimization: "sgd_momentum" (the paper's), "adam" (the DisARM protocol's: Adam for the
+  # networks at learning_rate, SGD for the prior's logits at prior_learning_rate), or
+  # "torch_adam" / "torch_radam" (PyTorch's defaults, every parameter: GST's and ReinMax's).
   config.optimizer = "sgd_momentum"
   config.prior_learning_rate = 0.01
   config.batch_size = 20

@@ -14,11 +14,13 @@ from configs import (
   vae_relu_mlp,
   vae_two_layer_16ary,
 )
+from configs import categorical_vae as categorical_vae_config
 from experiments import config_checks, workdir
+from experiments.vae import data, models
 from experiments.vae import experiment as vae_experiment
-from experiments.vae import models
-from experiments.vae.task import VAETask
+from experiments.vae.task import VAETask, make_optimizer
 from gr_jax import estimators
+from gr_jax.data import idx_images
 from gr_jax.models import vae
 
 
@@ -282,3 +284,69 @@ def test_a_run_saved_before_the_concrete_choices_resumes_with_the_defaults():
   assert workdir.differing_fields(
     saved, {**new, "loss_reduction": "sum"}, added_fields=models.ADDED_FIELDS
   ) == ["loss_reduction"]
+
+
+def test_the_categorical_model_trains_on_grey_levels_with_the_published_hyperparameters():
+  """configs/categorical_vae.py:SHAPE: each shape's ReinMax row, C categories of L variables, and
+  a training step on grey-level targets (binarization="none": the images / 255, every split)."""
+  for shape in categorical_vae_config.SHAPES:
+    config = categorical_vae_config.get_config(shape)
+    vae_experiment.validate(config)
+    assert f"{config.arity}x{config.num_vars}" == shape
+  assert categorical_vae_config.published_hyperparameters("zgr", "16x12") == (
+    7e-4,
+    1.5,
+    "torch_radam",
+  )  # ZGR takes ReinMax's row
+  assert categorical_vae_config.published_hyperparameters("st_gs", "8x4") == (
+    3e-4,
+    0.5,
+    "torch_adam",
+  )
+  with pytest.raises(ValueError, match="shape must be one of"):
+    categorical_vae_config.published_hyperparameters("st_gs", "3x3")
+  config = categorical_vae_config.get_config("8x4")
+  config.dataset = "synthetic_grey"
+  loaded = data.load(config)
+  raw = idx_images.synthetic()
+  assert loaded.train.dtype == np.float32 and len(loaded.train) == len(raw["train"]) + len(
+    raw["valid"]
+  )  # train+valid
+  np.testing.assert_allclose(loaded.test, raw["test"] / 255.0, rtol=1e-6)
+  task = VAETask(config, estimators.get("gr_mc10"), loaded.pixel_means)
+  hyper = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyper, 0)
+  _, metrics = task.train_step(member, hyper, jnp.asarray(loaded.train[:100]), jax.random.key(1), 1)
+  assert np.isfinite(metrics["neg_elbo"]) and metrics["kl"] >= 0
+
+
+def test_torch_adam_and_radam_first_steps():
+  """PyTorch's first steps: Adam moves each weight by lr * g / (|g| + 1e-8); RAdam's first step
+  is unrectified (the variance's degrees of freedom are below 5), lr * g."""
+  config = categorical_vae_config.get_config("8x4")
+  grads = {"w": jnp.array([0.5, -2.0, 1e-3])}
+  params = {"w": jnp.zeros(3)}
+  for optimizer, want in (
+    ("torch_adam", -1e-2 * grads["w"] / (jnp.abs(grads["w"]) + 1e-8)),
+    ("torch_radam", -1e-2 * grads["w"]),
+  ):
+    config.optimizer = optimizer
+    transform = make_optimizer(config)(learning_rate=1e-2, momentum=0.0, weight_decay=0.0)
+    updates, _ = transform.update(grads, transform.init(params), params)
+    np.testing.assert_allclose(updates["w"], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+  "module, fields, message",
+  [
+    (vae_2ary, {"binarization": "none", "dataset": "mnist"}, r"binarization must be 'fixed' or"),
+    (vae_2ary, {"kernel_init": "torch_linear"}, r"kernel_init must be one of \('glorot_uniform'"),
+    (vae_2ary, {"arity": 10, "num_vars": 24}, r"arity must be a power of two"),
+    (vae_2ary, {"train_split": "all"}, r"train_split must be one of \('train', 'train\+valid'\)"),
+  ],
+)
+def test_the_categorical_choices_are_refused_elsewhere(module, fields, message):
+  config = module.get_config()
+  config.update(fields)
+  with pytest.raises(config_checks.ConfigError, match="^config\\." + message):
+    vae_experiment.validate(config)

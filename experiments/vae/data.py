@@ -9,7 +9,11 @@ protocol's: every training image is binarized afresh each time it is used,
 inside the jitted loop from the member's data stream, so that a resumed run
 draws what the uninterrupted one drew; the validation and test images once,
 with the seeds of ``gr_jax.data.idx_images.BINARIZATION_SEEDS``) or ``fixed``
-(every split once, with those seeds). The binary sets take ``fixed`` only.
+(every split once, with those seeds), or ``none`` (the grey levels / 255 as targets in [0, 1],
+every split: GST's and ReinMax's protocol, for a model whose likelihood reads grey levels).
+The binary sets take ``fixed`` only. ``config.train_split``: ``train`` (the first 50,000
+images; the last 10,000 validate) or ``train+valid`` (all 60,000 train, GST's and ReinMax's
+protocol, which has no validation split: the validation bound is then of trained images).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ _IMAGES = [d for d in datasets.DATASETS.values() if d.images]
 BINARY = (*(d.name for d in _IMAGES if not d.grey), "synthetic")
 GREY = (*(d.name for d in _IMAGES if d.grey), "synthetic_grey")
 DATASETS = BINARY + GREY
-BINARIZATIONS = ("fixed", "dynamic")
+BINARIZATIONS = ("fixed", "dynamic", "none")
+TRAIN_SPLITS = ("train", "train+valid")
 
 
 @dataclasses.dataclass
@@ -38,8 +43,9 @@ class VAEData:
   """The splits as the experiment uses them.
 
   Attributes:
-    train: uint8 ``[N, 784]``: 0/1, or grey levels 0..255 when ``dynamic``.
-    valid, test: uint8 0/1 ``[N, 784]``.
+    train: uint8 ``[N, 784]``: 0/1, or grey levels 0..255 when ``dynamic``; float32 grey
+      levels in [0, 1] when ``binarization="none"``.
+    valid, test: uint8 0/1 ``[N, 784]`` (float32 in [0, 1] when ``binarization="none"``).
     pixel_means: ``[784]`` the training images' pixel probabilities (grey
       levels / 255 for grey-scale sets).
     dynamic: the training images are binarized afresh at every use.
@@ -63,6 +69,9 @@ def check(config: ConfigDict) -> None:
     f"one of {BINARIZATIONS}",
     config.binarization,
   )
+  config_checks.require(
+    config.train_split in TRAIN_SPLITS, "train_split", f"one of {TRAIN_SPLITS}", config.train_split
+  )
   if config.dataset in BINARY:
     config_checks.require(
       config.binarization == "fixed",
@@ -83,12 +92,19 @@ def load(config: ConfigDict) -> VAEData:
     splits, source = datasets.load(
       config.dataset, config.data_dir or None, download=config.download
     )
+  if config.train_split == "train+valid":
+    splits = {**splits, "train": np.concatenate([splits["train"], splits["valid"]])}
   config_checks.require_batch_fits(config, len(splits["train"]), "training images")
   sources = {split: source for split in splits}
   if config.dataset in BINARY:
     return VAEData(
       **splits, pixel_means=splits["train"].mean(axis=0), dynamic=False, sources=sources
     )
+  if config.binarization == "none":
+    grey = {
+      split: (images / np.float32(255.0)).astype(np.float32) for split, images in splits.items()
+    }
+    return VAEData(**grey, pixel_means=grey["train"].mean(axis=0), dynamic=False, sources=sources)
   seeds = idx_images.BINARIZATION_SEEDS
   dynamic = config.binarization == "dynamic"
   binarized = {

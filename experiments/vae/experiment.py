@@ -36,21 +36,25 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   config_checks.check_common(config)
   schedules.check(config)
   search.check(config, HYPERPARAMETERS)
-  try:
-    vae.log2_arity(config.arity)
-  except ValueError:
-    raise config_checks.ConfigError(
-      f"config.arity must be a power of two >= 2 (2, 4, 8, 16); got {config.arity!r}."
-    ) from None
   config_checks.require_int(config, "num_vars", minimum=1)
   entry = models.check(config)
+  if entry.any_arity:
+    config_checks.require_int(config, "arity", minimum=2)
+  else:
+    try:
+      vae.log2_arity(config.arity)
+    except ValueError:
+      raise config_checks.ConfigError(
+        f"config.arity must be a power of two >= 2 (2, 4, 8, 16) with model {config.model!r};"
+        f" got {config.arity!r}."
+      ) from None
   if estimator.multi_sample and not entry.multi_sample:
     raise config_checks.ConfigError(
       f"config.estimator {config.estimator!r} samples one stochastic layer; model"
       f" {config.model!r} has two: use a single-evaluation estimator"
       f" ({', '.join(estimators.name_patterns(multi_sample=False))})."
     )
-  if estimator.multi_sample:
+  if estimator.multi_sample and "sampled" in entry.kl_estimates:
     config_checks.require(
       config.kl_estimate == "sampled",
       "kl_estimate",
@@ -105,7 +109,6 @@ def validate(config: ConfigDict) -> estimators.Estimator:
   )
   for field, allowed in (
     ("activation", vae.ACTIVATIONS),
-    ("kernel_init", vae.KERNEL_INITS),
     ("prior", vae.PRIORS),
   ):
     config_checks.require(

@@ -16,7 +16,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from experiments import config_checks
-from gr_jax.models import vae, vae_two_layer
+from gr_jax.models import categorical_vae, vae, vae_two_layer
 
 CENTERINGS = ("running_average", "pixel_means", "none")
 
@@ -35,6 +35,10 @@ class Model:
       (they sample one stochastic layer).
     kl_estimates: the ``kl_estimate`` values it supports.
     concrete_choices: whether it reads ``CONCRETE_CHOICES`` (else they keep their defaults).
+    grey_targets: whether its likelihood reads grey levels (``binarization="none"``).
+    any_arity: whether any number of categories >= 2 is allowed (else a power of two: the
+      hypercube embedding's).
+    kernel_inits: the ``kernel_init`` values it supports.
   """
 
   build: Callable[[ConfigDict, nnx.Rngs], nnx.Module]
@@ -45,6 +49,9 @@ class Model:
   multi_sample: bool = True
   kl_estimates: tuple[str, ...] = vae.KL_ESTIMATES
   concrete_choices: bool = False
+  grey_targets: bool = False
+  any_arity: bool = False
+  kernel_inits: tuple[str, ...] = tuple(vae.KERNEL_INITS)
 
 
 # Choices of Maddison et al. (2017) the one-layer Concrete model can make (gr_jax.models.vae:
@@ -99,6 +106,18 @@ def _bernoulli(config: ConfigDict, rngs: nnx.Rngs) -> vae.BernoulliVAE:
     kernel_init=config.kernel_init,
     prior=config.prior,
     kl_estimate=config.kl_estimate,
+    rngs=rngs,
+  )
+
+
+def _categorical(config: ConfigDict, rngs: nnx.Rngs) -> categorical_vae.CategoricalVAE:
+  return categorical_vae.CategoricalVAE(
+    config.num_vars,
+    config.arity,
+    encoder_widths=tuple(config.encoder_widths),
+    decoder_widths=tuple(config.decoder_widths),
+    activation=config.activation,
+    logits_activation=config.logits_activation,
     rngs=rngs,
   )
 
@@ -164,6 +183,23 @@ MODELS = {
       "activation": "leaky_relu",
     },
   ),
+  "categorical": Model(
+    _categorical,
+    "the GST / ReinMax categorical VAE: 784-512-256 ReLU to num_vars x arity logits, the one-hot"
+    " samples flattened into 256-512-784, uniform prior, exact KL, grey-level targets",
+    fields=("logits_activation",),
+    required={
+      "encoder_widths": (512, 256),
+      "decoder_widths": (256, 512),
+      "decoder_output_bias": "zeros",
+      "center_inputs": "none",
+      "prior": "uniform",
+    },
+    kl_estimates=("analytic",),
+    grey_targets=True,
+    any_arity=True,
+    kernel_inits=("torch_linear",),  # PyTorch's nn.Linear: +-1/sqrt(fan-in), bias included
+  ),
 }
 # Config fields that are widths of hidden layers (tuples of ints >= 1; empty: no hidden layer).
 WIDTH_FIELDS = ("encoder_widths", "decoder_widths", "upper_encoder_widths", "upper_decoder_widths")
@@ -177,6 +213,7 @@ ADDED_FIELDS = {
   "kl_estimate": ("sampled",),
   **{field: (default,) for field, default in CONCRETE_CHOICES.items()},
   "loss_reduction": ("mean",),
+  "train_split": ("train",),
 }
 
 
@@ -238,6 +275,33 @@ def check(config: ConfigDict) -> Model:
     "relaxed_prior_tau",
     "a number >= 0 (0: the posterior's tau)",
     config.relaxed_prior_tau,
+  )
+  config_checks.require(
+    config.activation in ("relu", "leaky_relu") or config.model != "categorical",
+    "activation",
+    "'relu' or 'leaky_relu' with model 'categorical'",
+    config.activation,
+  )
+  if "logits_activation" in config:
+    allowed = categorical_vae.LOGITS_ACTIVATIONS
+    config_checks.require(
+      config.logits_activation in allowed,
+      "logits_activation",
+      f"one of {allowed}",
+      config.logits_activation,
+    )
+  config_checks.require(
+    config.kernel_init in entry.kernel_inits,
+    "kernel_init",
+    f"one of {entry.kernel_inits} with model {config.model!r}",
+    config.kernel_init,
+  )
+  config_checks.require(
+    config.binarization != "none" or entry.grey_targets,
+    "binarization",
+    f"'fixed' or 'dynamic' with model {config.model!r} (its likelihood is of binary pixels;"
+    " grey-level targets: model 'categorical')",
+    config.binarization,
   )
   config_checks.require(
     config.kl_estimate in entry.kl_estimates,

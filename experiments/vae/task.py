@@ -16,7 +16,7 @@ from experiments import rng, schedules
 from experiments.vae import models
 from gr_jax import diagnostics, estimators
 
-OPTIMIZERS = ("sgd_momentum", "adam")
+OPTIMIZERS = ("sgd_momentum", "adam", "torch_adam", "torch_radam")
 # The training loss over the batch (config.loss_reduction).
 LOSS_REDUCTIONS = ("mean", "sum")
 
@@ -26,6 +26,24 @@ def _sgd_momentum(learning_rate, momentum, weight_decay) -> optax.GradientTransf
   """SGD with momentum and weight decay (the paper's)."""
   return optax.chain(
     optax.add_decayed_weights(weight_decay), optax.sgd(learning_rate, momentum=momentum)
+  )
+
+
+@optax.inject_hyperparams
+def _torch_adam(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
+  """PyTorch's ``optim.Adam`` at its defaults (betas 0.9, 0.999, eps 1e-8) for every
+  parameter (GST's and ReinMax's); weight decay as PyTorch's, added to the gradient."""
+  del momentum
+  return optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(learning_rate, eps=1e-8))
+
+
+@optax.inject_hyperparams
+def _torch_radam(learning_rate, momentum, weight_decay) -> optax.GradientTransformation:
+  """PyTorch's ``optim.RAdam`` at its defaults (betas 0.9, 0.999, eps 1e-8; the rectified step
+  where the variance's degrees of freedom exceed 5, as optax's)."""
+  del momentum
+  return optax.chain(
+    optax.add_decayed_weights(weight_decay), optax.radam(learning_rate, eps=1e-8, threshold=5.0)
   )
 
 
@@ -42,12 +60,16 @@ def make_optimizer(config: ConfigDict):
   its state (``optax.inject_hyperparams``: a population's members differ in them as data).
 
   ``config.optimizer``: ``"sgd_momentum"`` (the paper's: SGD with momentum and
-  weight decay), or ``"adam"`` (the DisARM protocol's: Adam for the encoder and
+  weight decay), ``"adam"`` (the DisARM protocol's: Adam for the encoder and
   decoder at ``learning_rate`` (Keras' defaults: eps 1e-7), plain SGD for the
-  prior's logits at ``config.prior_learning_rate``; momentum unused).
+  prior's logits at ``config.prior_learning_rate``; momentum unused), or
+  ``"torch_adam"`` / ``"torch_radam"`` (PyTorch's Adam / RAdam at their defaults for
+  every parameter: the GST / ReinMax protocol's; momentum unused).
   """
   if config.optimizer == "sgd_momentum":
     return _sgd_momentum
+  if config.optimizer in ("torch_adam", "torch_radam"):
+    return _torch_adam if config.optimizer == "torch_adam" else _torch_radam
   prior_learning_rate = config.prior_learning_rate
 
   @optax.inject_hyperparams
