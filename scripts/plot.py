@@ -11,7 +11,9 @@
 * ``members``: every member's curve in population workdirs, divergences marked,
   Table 1's collapse question (``--runs``, ``--metric``, ``--split``, ``--table``);
 * ``toy_qp``: Figure 1 from a toy-QP workdir (``--workdir``, ``--out_dir``): the
-  variance heat maps on the simplex, the objective and the SGD curves.
+  variance heat maps on the simplex, the objective and the SGD curves;
+* ``categorical``: each estimator's test bound against the latent shape, from the
+  categorical study's table (``--study_json=OUT/categorical_measured.json``, ``--column``).
 
   python -m scripts.plot --figure=variance --runs='runs/vae16_b20/*' --out=figures/variance.png
   python -m scripts.plot --figure=convergence --runs='runs/vae16_b20/*' --thresholds=130,125,122
@@ -19,6 +21,8 @@
       --runs=runs/table1/L10_tau0.01_noclip/st_gs,runs/table1/L10_tau0.01_noclip/gr_mc10 \
       --out=docs/figures/table1_L10_tau0.01_members.png
   python -m scripts.plot --figure=toy_qp --workdir=runs/toy_qp --out_dir=docs/figures
+  python -m scripts.plot --figure=categorical \
+      --study_json=runs/categorical/categorical_measured.json
 """
 
 import glob
@@ -44,7 +48,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.tri as mtri  # noqa: E402
 
-FIGURES = ("variance", "mse_vs_tau", "convergence", "members", "toy_qp")
+FIGURES = ("variance", "mse_vs_tau", "convergence", "members", "toy_qp", "categorical")
 _FIGURE = flags.DEFINE_enum("figure", None, FIGURES, "The figure to draw.")
 _RUNS = flags.DEFINE_list("runs", None, "Run directories, or population workdirs (glob patterns).")
 _OUT = flags.DEFINE_string("out", "", "Output PNG (default: FIGURE.png).")
@@ -58,6 +62,10 @@ _TABLE = flags.DEFINE_string(
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "toy_qp: a toy-QP run directory.")
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs/figures", "toy_qp: where the PNGs go.")
+_STUDY_JSON = flags.DEFINE_string(
+  "study_json", None, "categorical: the table data the categorical study wrote (OUT/NAME.json)."
+)
+_COLUMN = flags.DEFINE_string("column", "test IWAE-1000", "categorical: the bound to plot.")
 flags.mark_flag_as_required("figure")
 
 
@@ -479,19 +487,43 @@ def toy_qp():
   save(fig, out / "toy_optimization.png")
 
 
+def categorical():
+  """Each estimator's test bound (mean over seeds, their standard deviation as bars) against the
+  latent shape, the shapes in the study's order."""
+  rows = json.loads(pathlib.Path(_STUDY_JSON.value).read_text())
+  shapes = list(dict.fromkeys(row["shape"] for row in rows))
+  by_estimator = defaultdict(dict)
+  for row in rows:
+    values = [v for v in row.get(_COLUMN.value, {}).values() if v is not None]
+    if values:
+      by_estimator[row["estimator"]][row["shape"]] = (np.mean(values), np.std(values))
+  if not by_estimator:
+    raise app.UsageError(f"{_STUDY_JSON.value}: no values of column {_COLUMN.value!r}")
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for offset, (estimator, points) in enumerate(by_estimator.items()):
+    xs = [shapes.index(shape) + 0.04 * (offset - len(by_estimator) / 2) for shape in points]
+    means, stds = zip(*points.values())
+    ax.errorbar(xs, means, yerr=stds, marker="o", capsize=2, label=estimator_label(estimator))
+  ax.set_xticks(range(len(shapes)), shapes)
+  ax.set(xlabel="latent shape (categories x variables)", ylabel=f"{_COLUMN.value} (nats)")
+  ax.legend(fontsize=8)
+  save(fig, _out())
+
+
 DRAW = {
   "variance": variance,
   "mse_vs_tau": mse_vs_tau,
   "convergence": convergence,
   "members": members,
   "toy_qp": toy_qp,
+  "categorical": categorical,
 }
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  needs = "workdir" if _FIGURE.value == "toy_qp" else "runs"
+  needs = {"toy_qp": "workdir", "categorical": "study_json"}.get(_FIGURE.value, "runs")
   if getattr(flags.FLAGS, needs) is None:
     raise app.UsageError(f"--figure={_FIGURE.value} needs --{needs}")
   DRAW[_FIGURE.value]()

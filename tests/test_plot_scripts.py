@@ -229,3 +229,21 @@ def test_damaged_metrics_lines_are_skipped_and_said(tmp_path, figure):
   assert result.returncode == 1 and "Traceback" not in result.stderr
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith(f"error: {run / 'config.json'} is damaged")
+
+
+def test_plot_categorical_draws_each_estimators_bound_against_the_shape(tmp_path):
+  rows = [
+    {"shape": shape, "estimator": estimator, "test IWAE-1000": {"1": 100 + i, "2": 101 + i}}
+    for i, shape in enumerate(("8x4", "16x12", "10x30"))
+    for estimator in ("st_gs", "gr_mc10")
+  ]
+  table = tmp_path / "categorical_measured.json"
+  table.write_text(json.dumps(rows))
+  out = tmp_path / "categorical.png"
+  command = [*script_command("plot"), "--figure=categorical", f"--study_json={table}"]
+  subprocess.run([*command, f"--out={out}"], cwd=ROOT, check=True, timeout=300)
+  assert out.stat().st_size > 1000
+  missing = subprocess.run(
+    [*command, "--column=test IWAE-5"], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert missing.returncode != 0 and "no values of column 'test IWAE-5'" in missing.stderr
