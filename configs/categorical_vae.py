@@ -97,6 +97,12 @@ def get_config(shape: str = "8x4"):
   config.decoder_widths = (256, 512)
   config.activation = "relu"
   config.logits_activation = "none"  # "relu": GST's encoder
+  # "exact": the encoder's likelihood gradient by enumerating C ** L <= 16,384 configurations,
+  # the decoder at the estimator's sample (their "exact" method; the 8x4 shape's reference row).
+  config.likelihood_gradient = "estimator"
+  # The gradient measurements' reference (mse_every): "reinforce" (mse_reference_draws draws) or
+  # "exact" (enumerated: the estimators' bias and variance against the exact gradient).
+  config.mse_reference = "reinforce"
   config.kernel_init = "torch_linear"
   config.decoder_output_bias = "zeros"
   config.center_inputs = "none"

@@ -90,3 +90,44 @@ def test_gsts_relu_on_the_logits_and_bad_arguments():
     _model(logits_activation="tanh")
   with pytest.raises(ValueError, match="num_categories >= 2"):
     _model(categories=1)
+
+
+@pytest.mark.parametrize("latents, categories", [(2, 3), (6, 3)])  # 9; 729: padded chunks
+def test_the_expected_likelihood_sums_every_configuration(latents, categories):
+  model = _model(latents, categories, encoder_widths=(16,), decoder_widths=(16,))
+  x = _grey(2, seed=5)
+  logits = model.encode(x)
+  log_q = np.asarray(jax.nn.log_softmax(logits), np.float64)
+  want = np.zeros(2)
+  for ids in itertools.product(range(categories), repeat=latents):
+    corner = jnp.eye(categories)[jnp.array(ids)]
+    weight = np.exp(sum(log_q[:, j, k] for j, k in enumerate(ids)))
+    want += weight * np.asarray(categorical_vae.grey_log_likelihood(model.decode(corner), x))
+  np.testing.assert_allclose(model.expected_likelihood(x, logits), want, rtol=1e-5)
+
+
+def test_the_exact_likelihood_gradient_is_the_encoders_exact_and_the_decoders_at_the_sample():
+  """Their exact method: the encoder's gradient is that of E_q[log p(x | D)] - KL (enumerated),
+  the decoder's that of log p(x | D) at the estimator's sample; the value is the sample's."""
+  exact = _model(2, 3, encoder_widths=(16,), decoder_widths=(16,), likelihood_gradient="exact")
+  x, key, st = _grey(4, seed=6), jax.random.key(3), estimators.get("st")
+  params = nnx.state(exact, nnx.Param)
+  graphdef = nnx.graphdef(exact)
+
+  def grads(objective):
+    return jax.grad(lambda p: objective(nnx.merge(graphdef, p)))(params)
+
+  training = grads(lambda m: jnp.mean(m.training_bound(x, key, st, 1.0).bound))
+  expected = grads(lambda m: jnp.mean(m.exact_bound(x)))
+  sample = st(key, exact.encode(x), tau=1.0)
+  at_sample = grads(lambda m: jnp.mean(categorical_vae.grey_log_likelihood(m.decode(sample), x)))
+  for got, want in zip(jax.tree.leaves(training["encoder"]), jax.tree.leaves(expected["encoder"])):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  for got, want in zip(jax.tree.leaves(training["decoder"]), jax.tree.leaves(at_sample["decoder"])):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  value = exact.training_bound(x, key, st, 1.0).bound
+  logits = exact.encode(x)
+  want = categorical_vae.grey_log_likelihood(exact.decode(sample), x) - exact.exact_kl(logits)
+  np.testing.assert_allclose(value, want, rtol=1e-5)
+  with pytest.raises(ValueError, match="enumerates C \\*\\* L = 10\\^30 configurations"):
+    _model(30, 10, likelihood_gradient="exact")

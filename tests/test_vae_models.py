@@ -350,3 +350,31 @@ def test_the_categorical_choices_are_refused_elsewhere(module, fields, message):
   config.update(fields)
   with pytest.raises(config_checks.ConfigError, match="^config\\." + message):
     vae_experiment.validate(config)
+
+
+def test_the_exact_reference_and_the_exact_row_of_the_categorical_model():
+  """mse_reference="exact": the estimators' bias and MSE against the enumerated gradient (ST-GS:
+  a positive squared bias); likelihood_gradient="exact" checked against the shape and estimator."""
+  config = categorical_vae_config.get_config("8x4")
+  config.update(dataset="synthetic_grey", num_vars=2, arity=3, mse_reference="exact")
+  config.variance_draws = 8
+  vae_experiment.validate(config)
+  task = VAETask(config, estimators.get("st_gs"))
+  hyper = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyper, 0)
+  x = jnp.asarray(np.random.default_rng(0).random((10, 784)), jnp.float32)
+  out = task.gradient_measurements(member, 0.5, 0, x, 0, mse=True)
+  assert (
+    np.isfinite(out["log10_grad_squared_bias"])
+    and out["log10_grad_mse"] > out["log10_grad_variance"]
+  )
+  config.likelihood_gradient = "exact"
+  vae_experiment.validate(config)
+  for fields, message in (
+    ({"estimator": "reinforce"}, r"estimator must be a one-hot, single-evaluation estimator"),
+    ({"arity": 10, "num_vars": 30}, r"likelihood_gradient must be not 'exact' for 10\^30"),
+  ):
+    bad = config.copy_and_resolve_references()
+    bad.update(fields)
+    with pytest.raises(config_checks.ConfigError, match="^config\\." + message):
+      vae_experiment.validate(bad)

@@ -62,6 +62,14 @@ def validate(config: ConfigDict) -> estimators.Estimator:
       " leaves the KL's direct gradient out)",
       config.kl_estimate,
     )
+  if config.get("likelihood_gradient") == "exact":
+    config_checks.require(
+      estimator.straight_through,
+      "estimator",
+      "a one-hot, single-evaluation estimator with likelihood_gradient='exact' (its sample, held"
+      " fixed, trains the decoder)",
+      config.estimator,
+    )
   if config.relaxed_kl == "concrete":
     config_checks.require(
       estimator.relaxed and config.kl_estimate == "sampled",

@@ -118,6 +118,7 @@ def _categorical(config: ConfigDict, rngs: nnx.Rngs) -> categorical_vae.Categori
     decoder_widths=tuple(config.decoder_widths),
     activation=config.activation,
     logits_activation=config.logits_activation,
+    likelihood_gradient=config.likelihood_gradient,
     rngs=rngs,
   )
 
@@ -187,7 +188,7 @@ MODELS = {
     _categorical,
     "the GST / ReinMax categorical VAE: 784-512-256 ReLU to num_vars x arity logits, the one-hot"
     " samples flattened into 256-512-784, uniform prior, exact KL, grey-level targets",
-    fields=("logits_activation",),
+    fields=("logits_activation", "likelihood_gradient", "mse_reference"),
     required={
       "encoder_widths": (512, 256),
       "decoder_widths": (256, 512),
@@ -296,6 +297,8 @@ def check(config: ConfigDict) -> Model:
     f"one of {entry.kernel_inits} with model {config.model!r}",
     config.kernel_init,
   )
+  if "likelihood_gradient" in config:
+    _check_enumeration(config)
   config_checks.require(
     config.binarization != "none" or entry.grey_targets,
     "binarization",
@@ -310,6 +313,24 @@ def check(config: ConfigDict) -> Model:
     config.kl_estimate,
   )
   return entry
+
+
+def _check_enumeration(config: ConfigDict) -> None:
+  """The categorical model's exact options: values, and C ** L small enough to enumerate."""
+  for field, allowed in (
+    ("likelihood_gradient", categorical_vae.LIKELIHOOD_GRADIENTS),
+    ("mse_reference", ("reinforce", "exact")),
+  ):
+    config_checks.require(config[field] in allowed, field, f"one of {allowed}", config[field])
+    if config[field] == "exact":
+      count = config.arity**config.num_vars
+      config_checks.require(
+        count <= categorical_vae.MAX_CONFIGURATIONS,
+        field,
+        f"not 'exact' for {config.arity}^{config.num_vars} = {count} configurations (at most"
+        f" {categorical_vae.MAX_CONFIGURATIONS} are enumerated)",
+        config[field],
+      )
 
 
 def build(config: ConfigDict, rngs: nnx.Rngs) -> nnx.Module:

@@ -202,9 +202,10 @@ class VAETask:
     )
 
   def gradient_measurements(self, member, tau, seed, x, step, mse: bool):
-    """log10 trace Cov of the inference networks' gradient over draws (and its MSE to REINFORCE)
-    on ``x``; with several stochastic layers, each layer's network apart too
-    (``log10_grad_variance_<layer>``)."""
+    """log10 trace Cov of the inference networks' gradient over draws (and its MSE and squared
+    bias against REINFORCE's mean, or against the exact gradient with
+    ``mse_reference="exact"``) on ``x``; with several stochastic layers, each layer's network
+    apart too (``log10_grad_variance_<layer>``)."""
     tau = self.tau_at(tau, step)
     key = jax.random.fold_in(rng.member_key(seed, rng.Stream.GRADIENT_STATISTICS), step)
 
@@ -230,7 +231,16 @@ class VAETask:
       for layer, network in self.inference_networks:
         trace = sum(jnp.sum(v) for v in jax.tree.leaves(ours.variance[network]))
         out[f"log10_grad_variance_{layer}"] = jnp.log10(trace)
-    if mse:
+    if mse and self.config.get("mse_reference", "reinforce") == "exact":
+      # The exact gradient of the expected bound, by enumeration (model "categorical").
+      reduce = jnp.sum if self.config.loss_reduction == "sum" else jnp.mean
+      exact = jax.grad(lambda p: -reduce(self.model(p).exact_bound(x, member["input_mean"])))(
+        member["params"]
+      )
+      reference = {network: exact[network] for _, network in self.inference_networks}
+      out["log10_grad_mse"] = jnp.log10(ours.mse(reference))
+      out["log10_grad_squared_bias"] = jnp.log10(ours.squared_bias(reference))
+    elif mse:
       # The paper's Figure 2b: MSE against a high-sample REINFORCE reference.
       ref = stats(self.reinforce, self.config.mse_reference_draws, jax.random.fold_in(key, 1))
       out["log10_grad_mse"] = jnp.log10(ours.mse(ref.mean, ref.trace_variance / ref.num_draws))

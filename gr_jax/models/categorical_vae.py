@@ -18,8 +18,13 @@ bias uniform in :math:`\pm 1/\sqrt{\text{fan-in}}`.
 
 The training bound at one sample D of the estimator is :math:`\log p(x \mid D) -
 \mathrm{KL}(q(D \mid x) \,\|\, p)`: the likelihood estimated, the KL exact (so its gradient
-is the same for every estimator, as theirs). The IWAE bound uses exact samples and the
-uniform prior. The protocol the experiments call is :class:`gr_jax.models.vae.DiscreteVAE`'s.
+is the same for every estimator, as theirs). With ``likelihood_gradient="exact"`` (their
+``exact`` method, where :math:`C^L \le` ``MAX_CONFIGURATIONS``) the encoder's gradient of the
+expected likelihood is exact, :math:`\nabla \sum_D q(D \mid x) \log p(x \mid D)` over every
+configuration, and the decoder trains at the estimator's sample held fixed; the value is the
+sample's bound. :meth:`CategoricalVAE.exact_bound` is the expected bound itself, the reference of
+the estimators' gradient bias. The IWAE bound uses exact samples and the uniform prior. The
+protocol the experiments call is :class:`gr_jax.models.vae.DiscreteVAE`'s.
 """
 
 from __future__ import annotations
@@ -31,10 +36,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from gr_jax import estimators
+from gr_jax import diagnostics, estimators
 from gr_jax.models import vae
 
 LOGITS_ACTIVATIONS = ("none", "relu")
+LIKELIHOOD_GRADIENTS = ("estimator", "exact")
+# Their exact method's bound (categorical_dim ** latent_dim < 16384), the 8x4 shape's 4096.
+MAX_CONFIGURATIONS = 16_384
+_CONFIGURATION_CHUNK = 256  # configurations decoded at once: memory O(chunk x batch x 784)
 
 
 def torch_linear_init(fan_in: int):
@@ -58,6 +67,7 @@ class CategoricalVAE(nnx.Module):
     encoder_widths, decoder_widths: the hidden layers (512, 256) and (256, 512).
     activation: "relu" (theirs) or "leaky_relu".
     logits_activation: "none" (ReinMax) or "relu" (GST).
+    likelihood_gradient: "estimator", or "exact" (by enumeration; C ** L <= MAX_CONFIGURATIONS).
     num_pixels: 784.
   """
 
@@ -72,12 +82,14 @@ class CategoricalVAE(nnx.Module):
     decoder_widths: Sequence[int] = (256, 512),
     activation: str = "relu",
     logits_activation: str = "none",
+    likelihood_gradient: str = "estimator",
     num_pixels: int = 784,
     rngs: nnx.Rngs,
   ):
     for name, value, allowed in (
       ("activation", activation, ("relu", "leaky_relu")),
       ("logits_activation", logits_activation, LOGITS_ACTIVATIONS),
+      ("likelihood_gradient", likelihood_gradient, LIKELIHOOD_GRADIENTS),
     ):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}; got {value!r}.")
@@ -87,6 +99,12 @@ class CategoricalVAE(nnx.Module):
       )
     self.num_latents, self.num_categories, self.num_pixels = num_latents, num_categories, num_pixels
     self.logits_activation = logits_activation
+    self.likelihood_gradient = likelihood_gradient
+    if likelihood_gradient == "exact" and not self.enumerable:
+      raise ValueError(
+        f"likelihood_gradient='exact' enumerates C ** L = {num_categories}^{num_latents}"
+        f" configurations; at most {MAX_CONFIGURATIONS}."
+      )
     act = vae.ACTIVATIONS[activation]
     init = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")  # +-1/sqrt(fan_in)
     flat = num_latents * num_categories
@@ -131,6 +149,43 @@ class CategoricalVAE(nnx.Module):
       self.num_categories
     )
 
+  @property
+  def enumerable(self) -> bool:
+    """Whether every configuration can be enumerated (C ** L <= MAX_CONFIGURATIONS)."""
+    return self.num_categories**self.num_latents <= MAX_CONFIGURATIONS
+
+  def expected_likelihood(self, x, logits, *, decoder_gradient: bool = True) -> jax.Array:
+    r"""``[B]`` :math:`\sum_D q(D \mid x) \log p(x \mid D)` over all :math:`C^L` configurations,
+    ``_CONFIGURATION_CHUNK`` at a time; without ``decoder_gradient`` the decoder's likelihoods
+    are held fixed (their exact method: the encoder's gradient only)."""
+    configurations = diagnostics.enumerate_one_hot(
+      self.num_latents, self.num_categories, MAX_CONFIGURATIONS
+    )
+    count = configurations.shape[0]
+    chunk = min(count, _CONFIGURATION_CHUNK)
+    padded = -(-count // chunk) * chunk  # surplus rows weigh 0
+    configurations = jnp.concatenate(
+      [configurations, jnp.zeros((padded - count, *configurations.shape[1:]))]
+    ).reshape(padded // chunk, chunk, *configurations.shape[1:])
+    valid = (jnp.arange(padded) < count).reshape(padded // chunk, chunk)
+    log_q = jax.nn.log_softmax(logits, axis=-1)
+
+    def chunk_sum(inputs):
+      corners, keep = inputs  # [c, L, C], [c]
+      likelihood = jax.vmap(lambda d: grey_log_likelihood(self.decode(d), x))(corners)  # [c, B]
+      if not decoder_gradient:
+        likelihood = jax.lax.stop_gradient(likelihood)
+      weight = jnp.exp(jnp.einsum("clk,blk->cb", corners, log_q)) * keep[:, None]
+      return jnp.sum(weight * likelihood, axis=0)
+
+    return jnp.sum(jax.lax.map(chunk_sum, (configurations, valid)), axis=0)
+
+  def exact_bound(self, x, centering=0.0) -> jax.Array:
+    """``[B]`` the expected single-sample bound E_q[log p(x | D)] - KL, exactly (its gradient is
+    every estimator's target)."""
+    logits = self.encode(x - centering)
+    return self.expected_likelihood(x, logits) - self.exact_kl(logits)
+
   def training_bound(
     self, x, key, estimator: estimators.Estimator, tau, centering=0.0
   ) -> vae.TrainingBound:
@@ -142,6 +197,12 @@ class CategoricalVAE(nnx.Module):
       likelihood = estimator(key, logits, f=lambda d: grey_log_likelihood(self.decode(d), x))
       return vae.TrainingBound(likelihood - kl, None, {"kl": kl}, (), x)
     sample = estimator(key, logits, tau=tau)
+    if self.likelihood_gradient == "exact":
+      sample = jax.lax.stop_gradient(sample)  # the decoder's input only
+      expected = self.expected_likelihood(x, logits, decoder_gradient=False)
+      likelihood = grey_log_likelihood(self.decode(sample), x)
+      bound = likelihood + expected - jax.lax.stop_gradient(expected) - kl
+      return vae.TrainingBound(bound, None, {"kl": kl}, (sample,), x)
     bound = grey_log_likelihood(self.decode(sample), x) - kl
     log_q = vae.sample_log_prob(logits, sample) if estimator.score_function else None
     return vae.TrainingBound(bound, log_q, {"kl": kl}, (sample,), x)
