@@ -83,6 +83,14 @@ class _StraightThrough(Distribution):
     """True with an estimator: NumPyro's ELBOs then add no score term for the site."""
     return self.estimator is not None
 
+  @property
+  def mean(self):
+    return self.probs
+
+  @property
+  def variance(self):
+    return self.probs * (1 - self.probs)
+
   def rsample(self, key, sample_shape=()):
     if self.estimator is None:
       raise NotImplementedError(
@@ -164,14 +172,6 @@ class OneHotCategorical(_StraightThrough):
   def probs(self):
     return jax.nn.softmax(self.logits, axis=-1)
 
-  @property
-  def mean(self):
-    return self.probs
-
-  @property
-  def variance(self):
-    return self.probs * (1 - self.probs)
-
   def entropy(self):
     log_q = jax.nn.log_softmax(self.logits, axis=-1)
     return -jnp.sum(jnp.where(jnp.isneginf(log_q), 0.0, jnp.exp(log_q) * log_q), axis=-1)
@@ -213,14 +213,6 @@ class Bernoulli(_StraightThrough):
   @property
   def probs(self):
     return jax.nn.sigmoid(self.logits)
-
-  @property
-  def mean(self):
-    return self.probs
-
-  @property
-  def variance(self):
-    return self.probs * (1 - self.probs)
 
   def entropy(self):
     return jax.nn.softplus(self.logits) - self.logits * self.probs
