@@ -107,13 +107,6 @@ def _exact_arm() -> Arm:
   return dataclasses.replace(arm, name="published/8x4/exact", overrides=overrides, labels=labels)
 
 
-def selected_tau(search: records.Run) -> float | None:
-  """The searched tau with the best validation IWAE-100 (None when none is finite)."""
-  valid = {m.results["tau"]: m.value("valid_nll") for m in search.members}
-  finite = {tau: value for tau, value in valid.items() if value is not None}
-  return min(finite, key=finite.get) if finite else None
-
-
 def _measured_arms(records_dir: str):
   for shape in SHAPES:
     for estimator in ESTIMATORS:
@@ -131,7 +124,7 @@ def _measured_arms(records_dir: str):
       )
       yield search
       kept = pathlib.Path(records_dir, search.name)
-      tau = selected_tau(records.read_run(kept)) if (kept / "results.json").is_file() else None
+      tau = records.read_run(kept).best("tau") if (kept / "results.json").is_file() else None
       if tau is not None:
         yield _published_arm(
           shape,
@@ -211,7 +204,7 @@ def _measured_report(readings) -> Report:
       search = readings.get(f"measured/{shape}/search/{estimator}")
       if run is None:
         continue
-      tau = selected_tau(search) if search else None
+      tau = search.best("tau") if search else None
       columns = {
         "test IWAE-100": run.by_seed("test_nll"),
         "test IWAE-1000": run.by_seed("test_nll_M1000"),

@@ -118,6 +118,12 @@ class Run:
     chosen = [m for m in self.members if all(_same(m.results.get(f), v) for f, v in fields.items())]
     return sorted(chosen, key=lambda m: m.seed)
 
+  def best(self, field: str, by: str = "valid_nll") -> Any:
+    """The ``field`` (e.g. ``tau``) of the member with the lowest finite ``by`` (None: none)."""
+    scored = [(m.value(by), m.results.get(field)) for m in self.members]
+    finite = [(value, chosen) for value, chosen in scored if value is not None]
+    return min(finite, key=lambda pair: pair[0])[1] if finite else None
+
   def by_seed(self, value, **fields: Any) -> dict[int, float | None]:
     """{seed: value(member)} over the selected members; ``value`` a result name or a function."""
     get = (lambda m: m.value(value)) if isinstance(value, str) else value
