@@ -27,7 +27,6 @@ LOGITS = np.array([0.6, -0.4, 1.1, 0.0])
 
 TAU = 0.5
 # A loss whose derivative in D depends on D: f(D) = D^T A D, df/dD = (A + A^T) D.
-# A loss whose derivative in D depends on D: f(D) = D^T A D, df/dD = (A + A^T) D.
 A = np.array(
   [[1.0, -2.0, 0.5, 3.0], [0.0, 2.0, -1.0, 1.0], [2.0, 0.5, -3.0, 0.0], [1.0, 1.0, 0.0, -1.0]]
 )
