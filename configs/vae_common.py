@@ -89,6 +89,9 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   config.variance_draws = 100
   config.mse_every = 0  # log10 MSE of the encoder gradient vs REINFORCE (Figure 2b); costly
   config.mse_reference_draws = 10_000  # REINFORCE draws of the reference gradient
+  # The DisARM code's variance column, logged every step as ema_grad_variance: moving averages
+  # (this decay) of the encoder gradient and its square over training; 0 = off (0.999: theirs).
+  config.variance_ema_decay = 0.0
   config.num_eval_samples = 5_000  # IWAE M of the final valid/test numbers
   # With several members: 0 = every member is evaluated with num_eval_samples;
   # M > 0 = every member is scored with this cheaper M (selection on valid), and

@@ -429,7 +429,7 @@ class Run:
 
   # Logged at their value at the step; every other train metric is averaged over the
   # log_every steps up to it (one minibatch alone makes a noisy curve).
-  POINT_METRICS = ("tau",)
+  POINT_METRICS = ("tau", "ema_grad_variance")  # an average over steps already (VAE)
   # A progress line at least this often while training, even between log_every steps.
   PROGRESS_EVERY_SECONDS = 30.0
 

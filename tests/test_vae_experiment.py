@@ -129,10 +129,12 @@ def test_exponential_tau_schedule(tmp_path):
 
 # The two-layer model's own fields, tiny like TINY's.
 TWO_LAYER = ("upper_encoder_widths=(32,)", "upper_decoder_widths=(32,)")
-# The Bernoulli models (their widths are their names'): dynamically binarized grey images.
+# The Bernoulli models (their widths are their names'): dynamically binarized grey images, with
+# the DisARM code's variance column (its moving averages are checkpointed state).
 BERNOULLI = (
   "dataset=synthetic_grey",
   "batch_size=10",
+  "variance_ema_decay=0.999",
   *(s for s in TINY if not s.startswith(("dataset", "encoder_widths", "decoder_widths"))),
 )
 
@@ -183,6 +185,8 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, config, estimator):
     line for line in (d / "metrics.jsonl").read_text().splitlines() if '"train"' in line
   ]
   assert train_lines(whole) == train_lines(parts)
+  logged = any("ema_grad_variance" in line for line in train_lines(whole))
+  assert logged == ("bernoulli" in config)
 
 
 def test_the_categorical_protocol_runs_and_resumes_from_the_cli(tmp_path):

@@ -378,3 +378,31 @@ def test_the_exact_reference_and_the_exact_row_of_the_categorical_model():
     bad.update(fields)
     with pytest.raises(config_checks.ConfigError, match="^config\\." + message):
       vae_experiment.validate(bad)
+
+
+def test_the_disarm_codes_variance_column_is_a_moving_average_of_the_encoder_gradient():
+  """variance_ema_decay=d: after steps with encoder gradients g1, g2 the averages are
+  m = d (1 - d) g1 + (1 - d) g2 and s likewise of g**2 (both from 0), and ema_grad_variance is the
+  mean over every encoder component of s - m**2 (google-research disarm's definition)."""
+  config = bernoulli_vae_linear.get_config()
+  config.update(dataset="synthetic_grey", estimator="st_gs", variance_ema_decay=0.9)
+  vae_experiment.validate(config)
+  task = VAETask(config, estimators.get("st_gs"), np.full(784, 0.3))
+  hyper = {k: jnp.float32(config[k]) for k in vae_experiment.HYPERPARAMETERS}
+  member = task.init_member(jax.random.key(0), hyper, 0)
+  x = jnp.asarray(np.random.default_rng(0).random((50, 784)) < 0.3, jnp.float32)
+  gradients, metrics = [], None
+  for step, key in enumerate(jax.random.split(jax.random.key(1), 2), start=1):
+    grads = jax.grad(task.loss, has_aux=True)(
+      member["params"], x, key, member["baseline"].mean, hyper["tau"], member["input_mean"]
+    )[0]
+    gradients.append(np.concatenate([np.ravel(g) for g in jax.tree.leaves(grads["encoder"])]))
+    member, metrics = task.train_step(member, hyper, x, key, step)
+  mean = 0.9 * 0.1 * gradients[0] + 0.1 * gradients[1]
+  square = 0.9 * 0.1 * gradients[0] ** 2 + 0.1 * gradients[1] ** 2
+  np.testing.assert_allclose(metrics["ema_grad_variance"], np.mean(square - mean**2), rtol=1e-4)
+  got = np.concatenate([np.ravel(m) for m in jax.tree.leaves(member["grad_ema"]["mean"])])
+  np.testing.assert_allclose(got, mean, rtol=1e-4, atol=1e-9)
+  config.variance_ema_decay = 1.0
+  with pytest.raises(config_checks.ConfigError, match=r"^config\.variance_ema_decay must be a"):
+    vae_experiment.validate(config)

@@ -110,6 +110,12 @@ def validate(config: ConfigDict) -> estimators.Estimator:
     config.decoder_output_bias,
   )
   config_checks.require(
+    config_checks.is_number(config.variance_ema_decay) and 0 <= config.variance_ema_decay < 1,
+    "variance_ema_decay",
+    "a number in [0, 1) (0 = off; 0.999 is the DisARM code's)",
+    config.variance_ema_decay,
+  )
+  config_checks.require(
     config_checks.is_number(config.centering_decay) and 0 <= config.centering_decay < 1,
     "centering_decay",
     "a number in [0, 1)",

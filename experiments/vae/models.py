@@ -215,6 +215,7 @@ ADDED_FIELDS = {
   **{field: (default,) for field, default in CONCRETE_CHOICES.items()},
   "loss_reduction": ("mean",),
   "train_split": ("train",),
+  "variance_ema_decay": (0.0,),
 }
 
 

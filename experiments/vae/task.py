@@ -138,12 +138,36 @@ class VAETask:
     if self.config.decoder_output_bias == "data_log_odds":
       last = max(params["decoder"]["layers"])
       params["decoder"]["layers"][last]["bias"] = self.output_bias
-    return {
+    member = {
       "params": params,
       "opt_state": self.make_optimizer(**_optimizer_hyperparameters(hyperparameters)).init(params),
       "baseline": self.baseline.init(),
       "input_mean": self.initial_input_mean,
     }
+    if self.config.get("variance_ema_decay", 0.0) > 0:
+      encoder = self._inference_gradients(params)
+      zeros = jax.tree.map(jnp.zeros_like, encoder)
+      member["grad_ema"] = {"mean": zeros, "square": zeros}
+    return member
+
+  def _inference_gradients(self, grads: dict) -> dict:
+    return {network: grads[network] for _, network in self.inference_networks}
+
+  def _grad_ema(self, ema: dict, grads: dict) -> tuple[dict, jax.Array]:
+    r"""The DisARM code's variance column: exponential moving averages (decay
+    ``variance_ema_decay``, from 0) of the inference networks' gradient g and of g**2 over the
+    training steps, and :math:`\mathrm{mean}_i(\overline{g_i^2} - \overline{g_i}^2)` over every
+    component (google-research disarm's ``compute_grad_variance``; its gradient of the
+    batch-summed loss over ``batch_size**2`` is this batch-mean gradient's)."""
+    decay = self.config.variance_ema_decay
+    gradient = self._inference_gradients(grads)
+    update = lambda average, value: decay * average + (1 - decay) * value
+    mean = jax.tree.map(update, ema["mean"], gradient)
+    square = jax.tree.map(update, ema["square"], jax.tree.map(jnp.square, gradient))
+    variance = jax.tree.map(lambda s, m: s - jnp.square(m), square, mean)
+    leaves = jax.tree.leaves(variance)
+    per_component = sum(jnp.sum(v) for v in leaves) / sum(v.size for v in leaves)
+    return {"mean": mean, "square": square}, per_component
 
   def loss(self, params, x, key, baseline_mean, tau, input_mean, estimator=None):
     estimator = estimator or self.estimator
@@ -188,6 +212,10 @@ class VAETask:
       "input_mean": input_mean,
     }
     metrics = {name: jnp.mean(value) for name, value in result.metrics.items()}
+    if "grad_ema" in member:
+      new_member["grad_ema"], metrics["ema_grad_variance"] = self._grad_ema(
+        member["grad_ema"], grads
+      )
     # One sign for every bound a user reads: the negative ELBO in nats, as the final NLL bounds.
     return new_member, {"neg_elbo": -jnp.mean(result.bound), **metrics, "tau": tau}
 
