@@ -94,10 +94,10 @@ def _report(readings) -> Report:
         ]
       )
     data[name] = {"selected_tau": selected, "valid_nll": valid}
-  lines = ["# Temperature search (seed 0, validation IWAE-100)", ""]
+  lines = ["Temperature search (seed 0; the selection by validation IWAE-100):", ""]
   lines += tables.markdown_table(["arm", "tau", "valid IWAE-100", "test IWAE-100"], rows)
   if fresh_rows:
-    lines += ["", "# At the selected tau, fresh seeds 1, 2, 3 (test bounds)", ""]
+    lines += ["", "At the selected tau, fresh seeds 1, 2, 3 (the reported test bounds):", ""]
     header = ["arm", "tau", "test IWAE-100", "test IWAE-1000"]
     lines += tables.markdown_table(header, fresh_rows)
   return Report("\n".join(lines + readings.missing_lines()), data)
