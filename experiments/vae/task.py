@@ -150,6 +150,10 @@ class VAETask:
       member["grad_ema"] = {"mean": zeros, "square": zeros}
     return member
 
+  def _reduce(self, values: jax.Array) -> jax.Array:
+    """The batch's losses as the training loss takes them (``loss_reduction``: mean or sum)."""
+    return jnp.sum(values) if self.config.loss_reduction == "sum" else jnp.mean(values)
+
   def _inference_gradients(self, grads: dict) -> dict:
     return {network: grads[network] for _, network in self.inference_networks}
 
@@ -181,11 +185,10 @@ class VAETask:
       return jax.tree.map(lambda *values: sum(values) / len(values), *draws)
     result = self.model(params).training_bound(x, key, estimator, tau, input_mean)
     bound = result.bound
-    reduce = jnp.sum if self.config.loss_reduction == "sum" else jnp.mean
-    loss = -reduce(bound)
+    loss = -self._reduce(bound)
     objective = loss
     if estimator.score_function:
-      objective = loss + reduce(
+      objective = loss + self._reduce(
         estimators.score_function_surrogate(result.log_q, -bound, baseline_mean)
       )
     return objective, result
@@ -248,7 +251,7 @@ class VAETask:
           member["input_mean"],
           estimator,
         )[0]
-        return {network: grads[network] for _, network in self.inference_networks}
+        return self._inference_gradients(grads)
 
       chunk = max(d for d in range(1, min(draws, 25) + 1) if draws % d == 0)
       return diagnostics.gradient_stats(inference_grad, stats_key, draws, chunk_size=chunk)
@@ -261,11 +264,10 @@ class VAETask:
         out[f"log10_grad_variance_{layer}"] = jnp.log10(trace)
     if mse and self.config.get("mse_reference", "reinforce") == "exact":
       # The exact gradient of the expected bound, by enumeration (model "categorical").
-      reduce = jnp.sum if self.config.loss_reduction == "sum" else jnp.mean
-      exact = jax.grad(lambda p: -reduce(self.model(p).exact_bound(x, member["input_mean"])))(
+      exact = jax.grad(lambda p: -self._reduce(self.model(p).exact_bound(x, member["input_mean"])))(
         member["params"]
       )
-      reference = {network: exact[network] for _, network in self.inference_networks}
+      reference = self._inference_gradients(exact)
       out["log10_grad_mse"] = jnp.log10(ours.mse(reference))
       out["log10_grad_squared_bias"] = jnp.log10(ours.squared_bias(reference))
     elif mse:
