@@ -123,8 +123,7 @@ def _measured_arms(records_dir: str):
         overrides=MEASURED,
       )
       yield search
-      kept = pathlib.Path(records_dir, search.name)
-      tau = records.read_run(kept).best("tau") if (kept / "results.json").is_file() else None
+      tau = records.best_of_kept(pathlib.Path(records_dir, search.name), "tau")
       if tau is not None:
         yield _published_arm(
           shape,

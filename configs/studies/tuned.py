@@ -51,8 +51,7 @@ def _arms(records_dir: str):
         labels={"setting": setting, "estimator": estimator, "phase": "search"},
       )
       yield search
-      kept = pathlib.Path(records_dir, search.name)
-      tau = records.read_run(kept).best("tau") if (kept / "results.json").is_file() else None
+      tau = records.best_of_kept(pathlib.Path(records_dir, search.name), "tau")
       if tau is not None:
         yield Arm(
           name=f"{setting}/fresh/{estimator}",
@@ -81,8 +80,7 @@ def _report(readings) -> Report:
       continue
     by_tau = {m.results["tau"]: m for m in run.members}
     valid = {tau: m.value("valid_nll") for tau, m in by_tau.items()}
-    finite = {tau: v for tau, v in valid.items() if v is not None}
-    selected = min(finite, key=finite.get) if finite else None
+    selected = run.best("tau")
     for tau, member in sorted(by_tau.items()):
       mark = " (selected)" if tau == selected else ""
       rows.append(

@@ -212,6 +212,13 @@ def read_run(workdir: pathlib.Path | str, expect: Mapping[str, Any] | None = Non
   return Run(workdir=workdir, config=config, results=results, members=tuple(members))
 
 
+def best_of_kept(workdir: pathlib.Path | str, field: str, by: str = "valid_nll") -> Any:
+  """``field`` (e.g. ``tau``) of the best member of the records kept in ``workdir`` (None when no
+  records are kept there): how a search's selection declares the arms that follow it."""
+  workdir = pathlib.Path(workdir)
+  return read_run(workdir).best(field, by) if (workdir / "results.json").is_file() else None
+
+
 def _check_curves_reach_the_end(workdir, config, steps: int, members: list[Member]) -> None:
   """Each member's training curve must run to the last logged interval: whole lines cut from the
   end of metrics.jsonl would otherwise be read as a shorter curve (and its last value as the
