@@ -4,16 +4,15 @@ The mean gradient of f(D) = log p(x, D) - log q(D), scored with distrax's log_pr
 with the exact references of tests/adapters_reference.py (computed without the library).
 """
 
+import distrax  # the test extra installs it: a failing import fails the suite
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-distrax = pytest.importorskip("distrax")
-
-from gr_jax import distrax as gdx  # noqa: E402
-from gr_jax import estimators  # noqa: E402
-from tests.adapters_reference import (  # noqa: E402
+from gr_jax import distrax as gdx
+from gr_jax import estimators
+from tests.adapters_reference import (
   A_BIN,
   LOGITS_BIN,
   PRIOR,
@@ -28,7 +27,7 @@ from tests.adapters_reference import (  # noqa: E402
   categorical_reference,
   expected_stgs,
 )
-from tests.estimators.reference import assert_mean_close  # noqa: E402
+from tests.estimators.reference import assert_mean_close
 
 
 def log_normal(mu):

@@ -8,14 +8,13 @@ gradient and the true ELBO gradient, both from enumerating the latents.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro  # the test extra installs it: a failing import fails the suite
+import numpyro.distributions as dist
 import optax
 import pytest
 
-numpyro = pytest.importorskip("numpyro")
-import numpyro.distributions as dist  # noqa: E402
-
-from gr_jax import numpyro as gnp  # noqa: E402
-from tests.adapters_reference import (  # noqa: E402
+from gr_jax import numpyro as gnp
+from tests.adapters_reference import (
   A_BIN,
   LOGITS_BIN,
   PRIOR,
@@ -31,7 +30,7 @@ from tests.adapters_reference import (  # noqa: E402
   expected_st,
   expected_stgs,
 )
-from tests.estimators.reference import assert_mean_close, softmax_np  # noqa: E402
+from tests.estimators.reference import assert_mean_close, softmax_np
 
 
 def categorical_model(estimator):
