@@ -8,8 +8,9 @@ Each arm of the study is one population in ``OUT/<arm>``: finished ones are read
 (from the workdir, else from the study's kept records), interrupted ones resume,
 and each one's records are kept (``--records``, the study's own folder by
 default) as it finishes. Then ``OUT/<study>.md`` and ``.json`` are written (and,
-with ``--page``, the study's docs page). ``--slurm=FILE`` writes a SLURM job
-array instead, one task per arm, and the job that writes the tables after it.
+with ``--page``, the study's docs page), then the study's figures (``--figures``).
+``--slurm=FILE`` writes a SLURM job array instead, one task per arm, and the job
+that writes the tables after it.
 """
 
 from experiments import start_up_signals  # noqa: I001
@@ -39,6 +40,12 @@ _ARMS = flags.DEFINE_list("arms", None, "Train only these arms (names, or 'prefi
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every arm.")
 _DATA_ROOT = flags.DEFINE_string("data_root", "", "A directory holding the arms' dataset folders.")
 _PAGE = flags.DEFINE_bool("page", False, "Also write the study's docs page (generated only).")
+_FIGURES = flags.DEFINE_string(
+  "figures",
+  "",
+  "Where the study's figures (PNG) go: default OUT/figures, or docs/figures with --page;"
+  " 'none' draws none.",
+)
 _SLURM = flags.DEFINE_string("slurm", "", "Write a SLURM job-array script here instead of running.")
 _REFRESH = flags.DEFINE_string(
   "refresh",
@@ -105,6 +112,11 @@ def _study():
     print(f"wrote {study.page}")
   print(report.markdown)
   print(f"(written to {markdown} and its .json)")
+  if study.figures and _FIGURES.value != "none":
+    default = pathlib.Path(study.page).parent / "figures" if _PAGE.value and study.page else None
+    directory = pathlib.Path(_FIGURES.value) if _FIGURES.value else default or out / "figures"
+    for path in study.figures(readings, directory):
+      print(f"drew {path}")
 
 
 if __name__ == "__main__":

@@ -112,4 +112,7 @@ def get_study(arg: str = "") -> Study:
     report=lambda readings: leaderboard.report(readings, HEADER, FOOTER, bench=(BENCH, bench)),
     records="records/field",
     page="docs/leaderboard.md",
+    figures=lambda readings, directory: leaderboard.draw_budgets(
+      readings, directory, bench=(BENCH, bench)
+    ),
   )

@@ -11,12 +11,15 @@ bounds are the reported numbers (no selection bias in what is reported).
       --data_root=../shared/data [--arms=nonlinear_fashion_mnist/]
 
 A search's fresh-seed arm (``OUT/<setting>/fresh/<estimator>``) is declared once the search's
-records are kept (in RECORDS), at the tau they select; the tables report both phases.
+records are kept (in RECORDS), at the tau they select; the tables report both phases. The
+figure of each setting (``figures/tuned_<setting>.png``) draws the test bound against tau, the
+fresh seeds at the selected tau, and the field's tau-free rows (REFERENCES, read from
+records/field) as bands.
 """
 
 import pathlib
 
-from experiments.studies import records, tables
+from experiments.studies import figures, records, tables
 from experiments.studies.runner import Arm, Report, Study
 
 # In the order they are run: today's headline first, then dynamic MNIST, then the rest.
@@ -36,6 +39,17 @@ SEARCH_SEED = 0
 FRESH_SEEDS = (1, 2, 3)
 STEPS = 100_000
 RECORDS = "records/tuned"
+# The field study's rows without a temperature (configs/studies/field.py: seeds 0, 1, 2 at the
+# same length), drawn as bands: the same populations, kept once in records/field.
+REFERENCES = ("disarm", "rloo2", "zgr", "reinforce")
+FIELD_SEEDS = (0, 1, 2)
+TITLES = {
+  "nonlinear_fashion_mnist": "non-linear, Fashion-MNIST",
+  "nonlinear_dynamic_mnist": "non-linear, dynamic MNIST",
+  "linear_dynamic_mnist": "linear, dynamic MNIST",
+  "linear_fashion_mnist": "linear, Fashion-MNIST",
+  "nonlinear_static_mnist": "non-linear, static MNIST",
+}
 
 
 def _arms(records_dir: str):
@@ -63,10 +77,26 @@ def _arms(records_dir: str):
         )
 
 
+def _references():
+  for setting, (config, dataset) in SETTINGS.items():
+    for estimator in REFERENCES:
+      yield Arm(
+        name=f"{setting}/reference/{estimator}",
+        config=config,
+        overrides=(f"estimator={estimator}", f"num_steps={STEPS}"),
+        seeds=FIELD_SEEDS,
+        dataset_dir=dataset,
+        labels={"setting": setting, "estimator": estimator, "phase": "reference"},
+        records=f"records/field/{setting}/{estimator}",
+      )
+
+
 def _report(readings) -> Report:
   rows, data = [], {}
   fresh_rows = []
   for name, run in readings.runs.items():
+    if readings.arms[name].labels["phase"] == "reference":
+      continue  # the figure's bands; their table is the leaderboard's
     if readings.arms[name].labels["phase"] == "fresh":
       columns = (run.by_seed("test_nll"), run.by_seed("test_nll_M1000"))
       fresh_rows.append(
@@ -91,7 +121,8 @@ def _report(readings) -> Report:
           tables.significant(member.value("test_nll"), 5),
         ]
       )
-    data[name] = {"selected_tau": selected, "valid_nll": valid}
+    test = {tau: m.value("test_nll") for tau, m in by_tau.items()}
+    data[name] = {"selected_tau": selected, "valid_nll": valid, "test_nll": test}
   lines = ["Temperature search (seed 0; the selection by validation IWAE-100):", ""]
   lines += tables.markdown_table(["arm", "tau", "valid IWAE-100", "test IWAE-100"], rows)
   if fresh_rows:
@@ -101,5 +132,42 @@ def _report(readings) -> Report:
   return Report("\n".join(lines + readings.missing_lines()), data)
 
 
+def _figures(readings, directory: pathlib.Path) -> list[pathlib.Path]:
+  """Per setting with a search kept: the test bound against tau (figures.temperature_curves)."""
+  finite = lambda values: [v for v in values if v is not None]  # noqa: E731
+  paths = []
+  for setting, title in TITLES.items():
+    curves = []
+    for estimator in ESTIMATORS:
+      search = readings.get(f"{setting}/search/{estimator}")
+      if search is None:
+        continue
+      fresh = readings.get(f"{setting}/fresh/{estimator}")
+      values = {m.results["tau"]: m.value("test_nll") for m in search.members}
+      curves.append(
+        figures.TemperatureCurve(
+          label=estimator,
+          search={tau: v for tau, v in values.items() if v is not None},
+          selected=search.best("tau"),
+          fresh=finite(fresh.by_seed("test_nll").values()) if fresh else (),
+        )
+      )
+    bands = [
+      figures.Band(estimator, finite(run.by_seed("test_nll").values()))
+      for estimator in REFERENCES
+      if (run := readings.get(f"{setting}/reference/{estimator}"))
+    ]
+    if curves:
+      path = directory / f"tuned_{setting}.png"
+      paths.append(figures.temperature_curves(path, f"{title}, {STEPS:,} steps", curves, bands))
+  return paths
+
+
 def get_study() -> Study:
-  return Study(name="tuned", arms=tuple(_arms(RECORDS)), report=_report, records=RECORDS)
+  return Study(
+    name="tuned",
+    arms=(*_arms(RECORDS), *_references()),
+    report=_report,
+    records=RECORDS,
+    figures=_figures,
+  )

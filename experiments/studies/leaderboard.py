@@ -19,7 +19,7 @@ import pathlib
 import statistics
 from collections.abc import Mapping
 
-from experiments.studies import records, tables
+from experiments.studies import figures, records, tables
 from experiments.studies.runner import Readings, Report
 from gr_jax import estimators
 
@@ -72,6 +72,20 @@ def _gr_rows(runs: Mapping[str, records.Run]) -> list[str]:
   return [n for n, r in runs.items() if estimators.get(r.estimator).family == "gumbel_rao"]
 
 
+def _by_setting(readings: Readings) -> dict[str, dict[str, records.Run]]:
+  settings: dict[str, dict[str, records.Run]] = {}
+  for name in sorted(readings.runs):
+    labels = readings.arms[name].labels
+    settings.setdefault(labels["setting"], {})[labels["row"]] = readings.runs[name]
+  return settings
+
+
+def _compared(runs: Mapping[str, records.Run]) -> dict[str, records.Run]:
+  """The rows of the setting's length and seeds (the most common)."""
+  shape = collections.Counter((r.steps, r.seeds) for r in runs.values()).most_common(1)[0][0]
+  return {n: r for n, r in runs.items() if (r.steps, r.seeds) == shape}
+
+
 def report(
   readings: Readings,
   header: list[str],
@@ -82,13 +96,14 @@ def report(
   """The leaderboard page: ``header`` lines, one section per setting, the arms not measured,
   ``footer`` lines; the gradient variance at ``variance_steps`` (-1: the last)."""
   timings_by_row = read_bench(*([bench] if isinstance(bench, str) else bench))
-  settings: dict[str, dict[str, records.Run]] = {}
-  for name in sorted(readings.runs):
-    labels = readings.arms[name].labels
-    settings.setdefault(labels["setting"], {})[labels["row"]] = readings.runs[name]
   lines, data = list(header), {}
-  for setting, runs in settings.items():
+  for setting, runs in _by_setting(readings).items():
     section, data[setting] = _section(runs, timings_by_row, variance_steps)
+    figure = f"figures/leaderboard_{setting}.png"
+    section += [
+      "",
+      f"Training curves against loss evaluations and against seconds: [{figure}]({figure}).",
+    ]
     lines += section
   lines += readings.missing_lines() + footer
   return Report("\n".join(lines) + "\n", data)
@@ -99,8 +114,8 @@ def _section(runs, timings_by_row, variance_steps):
   tau = statistics.mode(r.config["tau"] for r in runs.values())
   config = next(r for r in runs.values() if r.config["tau"] == tau).config
   # Rows are compared at the setting's length and seeds (the most common); others are listed.
-  shape = collections.Counter((r.steps, r.seeds) for r in runs.values()).most_common(1)[0][0]
-  compared = {n: r for n, r in runs.items() if (r.steps, r.seeds) == shape}
+  compared = _compared(runs)
+  shape = next(iter(compared.values())).steps, next(iter(compared.values())).seeds
   title = f"{MODELS.get(config['model'], config['model'])}, "
   title += DATASETS.get(config["dataset"], config["dataset"])
   extra = (config.get("extra_test_samples") or [None])[0]
@@ -166,6 +181,37 @@ def _section(runs, timings_by_row, variance_steps):
   lines += _claims(compared, {n: timings[n] for n in compared})
   lines += _test_by_seed(compared, config["num_eval_samples"], list(shape[1]))
   return lines, data
+
+
+def draw_budgets(
+  readings: Readings, directory: pathlib.Path, bench: str | tuple[str, ...] = ()
+) -> list[pathlib.Path]:
+  """Per setting, ``leaderboard_<setting>.png``: each compared row's training negative ELBO (mean
+  over seeds) against loss evaluations and against seconds at the bench's ms per step: the curves
+  behind the equal-evaluation and equal-wall-time lines."""
+  timings_by_row = read_bench(*([bench] if isinstance(bench, str) else bench))
+  paths = []
+  for setting, runs in _by_setting(readings).items():
+    rows = []
+    for name, run in _compared(runs).items():
+      curves = [m.curve("neg_elbo") for m in run.members]
+      steps = sorted(set.intersection(*(set(c) for c in curves)))
+      timing = timings_by_row.get(
+        (run.config["model"], f"B={run.config['batch_size']} {run.estimator}")
+      )
+      rows.append(
+        figures.BudgetCurve(
+          label=name,
+          curve={s: statistics.mean(c[s] for c in curves) for s in steps},
+          evaluations=estimators.get(run.estimator).loss_evaluations,
+          ms_per_step=timing[0] if timing else None,
+        )
+      )
+    config = next(iter(runs.values())).config
+    title = f"{MODELS.get(config['model'], config['model'])}, "
+    title += DATASETS.get(config["dataset"], config["dataset"])
+    paths.append(figures.budget_curves(directory / f"leaderboard_{setting}.png", title, rows))
+  return paths
 
 
 def _claims(runs, timings) -> list[str]:

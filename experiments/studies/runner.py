@@ -140,6 +140,7 @@ class Study:
     report: ``Readings -> Report``.
     records: the tracked folder that keeps each finished arm's records.
     page: a docs page the report is also written to with ``--page`` (generated only).
+    figures: ``(Readings, directory) -> [PNG paths]``, drawn after the tables (None: none).
   """
 
   name: str
@@ -147,6 +148,7 @@ class Study:
   report: Callable[[Readings], Report]
   records: str = ""
   page: str = ""
+  figures: Callable[[Readings, pathlib.Path], list[pathlib.Path]] | None = None
 
   def __post_init__(self):
     names = [arm.name for arm in self.arms]

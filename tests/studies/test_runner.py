@@ -23,7 +23,7 @@ TINY = (
 STUDY = '''
 """A tiny study: two estimators, two seeds, the test bound paired by seed."""
 
-from experiments.studies import tables
+from experiments.studies import figures, tables
 from experiments.studies.runner import Arm, Report, Study
 
 TINY = {tiny!r}
@@ -40,12 +40,20 @@ def report(readings):
   return Report("\\n".join(lines), {{n: r.by_seed("test_nll") for n, r in readings.runs.items()}})
 
 
+def draw(readings, directory):
+  rows = [
+    figures.BudgetCurve(n, run.members[0].curve("neg_elbo"), evaluations=1)
+    for n, run in readings.runs.items()
+  ]
+  return [figures.budget_curves(directory / "tiny.png", "tiny", rows)]
+
+
 def get_study():
   arms = tuple(
     Arm(name, "configs/vae_16ary.py", (f"estimator={{name}}", *TINY), seeds=(0, 1))
     for name in ("st_gs", "gr_mc10")
   )
-  return Study("tiny", arms, report, records="{records}")
+  return Study("tiny", arms, report, records="{records}", figures=draw)
 '''
 
 
@@ -170,6 +178,9 @@ def test_a_study_trains_keeps_records_and_a_slurm_array_gives_the_same_tables(tm
   # A fresh clone: no runs, the records kept; the tables are read from them, nothing trained.
   again = _study(f"--study={study}", f"--out={tmp_path / 'fresh'}", "--run=false")
   assert again.returncode == 0 and (tmp_path / "fresh" / "tiny.md").read_text() == table
+  # The study's figures, drawn from the records after the tables (OUT/figures by default).
+  assert (tmp_path / "fresh" / "figures" / "tiny.png").read_bytes()[:4] == b"\x89PNG"
+  assert f"drew {tmp_path / 'fresh' / 'figures' / 'tiny.png'}" in again.stdout
   # The SLURM array: each task trains its arm, then the tables job; the tables are the same.
   script = tmp_path / "array.sh"
   array_out = tmp_path / "array"

@@ -1,0 +1,152 @@
+"""The studies' figures (PNG), drawn from what a study reads from its records.
+
+A study file turns its :class:`~experiments.studies.runner.Readings` into the
+plain values below and calls one function per figure; ``python -m
+experiments.study`` draws them after the tables (``--figures=DIR``). Needs
+matplotlib (``pip install "gr_jax[plots]"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import statistics
+from collections.abc import Mapping, Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class TemperatureCurve:
+  """One temperature-based estimator's search and its reported numbers.
+
+  Attributes:
+    label: the legend's name.
+    search: {tau: test bound} of the search's one seed.
+    selected: the tau the search selects on validation (None: no selection yet).
+    fresh: the fresh seeds' test bounds at ``selected`` (empty: not trained yet).
+  """
+
+  label: str
+  search: Mapping[float, float]
+  selected: float | None = None
+  fresh: Sequence[float] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Band:
+  """A tau-free estimator's test bound over seeds, drawn as mean ± sd across the axis."""
+
+  label: str
+  values: Sequence[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetCurve:
+  """One row's training curve and what a step costs.
+
+  Attributes:
+    label: the legend's name.
+    curve: {step: the training negative ELBO, mean over seeds}.
+    evaluations: loss evaluations per step (the registry's).
+    ms_per_step: the bench's milliseconds per step (None: not benched; left out of the
+      seconds panel).
+  """
+
+  label: str
+  curve: Mapping[int, float]
+  evaluations: int
+  ms_per_step: float | None = None
+
+
+def _pyplot():
+  try:
+    import matplotlib
+  except ImportError as e:
+    raise ValueError(
+      'the figures need matplotlib: pip install "gr_jax[plots]" (or --figures=none)'
+    ) from e
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def _spread(values: Sequence[float]) -> tuple[float, float]:
+  return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def temperature_curves(
+  path: pathlib.Path,
+  title: str,
+  curves: Sequence[TemperatureCurve],
+  bands: Sequence[Band] = (),
+  ylabel: str = "test IWAE-100 (nats)",
+) -> pathlib.Path:
+  """The test bound against tau (log axis): each search's seed as a line, the selected tau
+  ringed, the fresh seeds' mean ± sd there as an error bar; each band as mean ± sd."""
+  plt = _pyplot()
+  figure, axes = plt.subplots(figsize=(6.4, 4.4))
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  for i, curve in enumerate(curves):
+    color = colors[i % len(colors)]
+    taus = sorted(curve.search)
+    axes.plot(taus, [curve.search[t] for t in taus], "o-", color=color, label=curve.label)
+    if curve.selected is not None and curve.selected in curve.search:
+      axes.plot(
+        curve.selected, curve.search[curve.selected], "o", ms=12, mfc="none", mec=color, mew=1.5
+      )
+    if curve.selected is not None and curve.fresh:
+      mean, sd = _spread(curve.fresh)
+      axes.errorbar(curve.selected, mean, yerr=sd, fmt="s", color=color, capsize=4, ms=7)
+  for j, band in enumerate(bands):
+    color = colors[(len(curves) + j) % len(colors)]
+    mean, sd = _spread(band.values)
+    axes.axhline(mean, color=color, ls="--", lw=1, label=f"{band.label} (no τ)")
+    axes.axhspan(mean - sd, mean + sd, color=color, alpha=0.15, lw=0)
+  axes.set_xscale("log")
+  axes.set_xlabel("τ  (line: the search's seed; ring: selected on validation; square: fresh seeds)")
+  axes.set_ylabel(ylabel)
+  axes.set_title(title)
+  axes.legend(fontsize=8)
+  return _save(figure, path)
+
+
+def budget_curves(path: pathlib.Path, title: str, rows: Sequence[BudgetCurve]) -> pathlib.Path:
+  """The training negative ELBO against loss evaluations (left) and against seconds of training
+  steps at the bench's ms per step (right), one curve per row."""
+  plt = _pyplot()
+  figure, (by_evaluations, by_seconds) = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
+  cycle = len(_pyplot().rcParams["axes.prop_cycle"].by_key()["color"])
+  for i, row in enumerate(rows):
+    steps = sorted(row.curve)
+    values = [row.curve[s] for s in steps]
+    style = "-" if i < cycle else "--"  # once the colours repeat
+    (line,) = by_evaluations.plot(
+      [s * row.evaluations for s in steps], values, style, label=row.label
+    )
+    if row.ms_per_step is not None:
+      seconds = [s * row.ms_per_step / 1e3 for s in steps]
+      by_seconds.plot(seconds, values, style, color=line.get_color())
+  # The end of training is what the crossings are about: the y axis from the lowest value to
+  # the highest value any row has at a tenth of its steps.
+  tops = [
+    next(v for s, v in sorted(row.curve.items()) if s >= max(row.curve) / 10)
+    for row in rows
+    if row.curve
+  ]
+  if tops:
+    lowest = min(v for row in rows for v in row.curve.values())
+    by_evaluations.set_ylim(lowest - 0.5, max(tops))
+  by_evaluations.set_xlabel("loss evaluations")
+  by_seconds.set_xlabel("seconds of training steps (bench ms / step)")
+  by_evaluations.set_ylabel("training −ELBO (nats, mean over seeds)")
+  by_evaluations.legend(fontsize=8)
+  figure.suptitle(title)
+  return _save(figure, path)
+
+
+def _save(figure, path: pathlib.Path) -> pathlib.Path:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  _pyplot().close(figure)
+  return path

@@ -1,0 +1,93 @@
+"""experiments/studies/figures.py and the figures the tuned and field studies draw from records."""
+
+import json
+import sys
+
+import pytest
+
+from experiments.studies import figures, leaderboard, page, runner
+from tests.cli import ROOT
+from tests.studies.canned import write_run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _capture(monkeypatch, name):
+  calls = []
+  monkeypatch.setattr(figures, name, lambda path, title, *args: calls.append((path, *args)) or path)
+  return calls
+
+
+def test_the_tuned_figure_is_the_kept_search_its_selection_and_the_fields_bands(
+  tmp_path, monkeypatch
+):
+  """Read from the committed records: the ST-GS search on non-linear Fashion-MNIST (seed 0,
+  test IWAE-100 241.97 at its selected tau 0.5) and DisARM's three seeds of records/field."""
+  study = page.load_study("configs/studies/tuned.py")
+  readings = runner.read(study, tmp_path / "no_runs", ROOT / study.records)
+  calls = _capture(monkeypatch, "temperature_curves")
+  study.figures(readings, tmp_path)
+  (path, curves, bands), *_ = calls
+  assert path == tmp_path / "tuned_nonlinear_fashion_mnist.png"
+  st_gs = next(c for c in curves if c.label == "st_gs")
+  assert st_gs.selected == 0.5 and sorted(st_gs.search) == [0.1, 0.25, 0.5, 1.0, 1.5]
+  assert st_gs.search[0.5] == pytest.approx(241.97052, abs=1e-5)
+  disarm = next(b for b in bands if b.label == "disarm")
+  assert sorted(disarm.values) == pytest.approx([242.692018, 242.822127, 242.862223], abs=1e-6)
+  assert {b.label for b in bands} == {"disarm", "rloo2", "zgr", "reinforce"}
+  # The tables leave the bands to the leaderboard.
+  assert "reference/" not in study.report(readings).markdown.split("Not in the tables")[0]
+
+
+def test_the_budget_figure_puts_each_compared_row_on_evaluations_and_seconds(
+  tmp_path, monkeypatch
+):
+  setting = tmp_path / "records" / "nonlinear_fashion_mnist"
+  curve = lambda base: {100: base + 10.0, 200: base}  # noqa: E731
+  write_run(setting / "disarm", [(0, curve(100.0), {}, 99, 98), (1, curve(102.0), {}, 99, 98)])
+  write_run(setting / "st_gs", [(0, curve(104.0), {}, 99, 98), (1, curve(106.0), {}, 99, 98)])
+  # One seed only: not of the setting's seeds, so not compared and not drawn.
+  write_run(setting / "zgr", [(0, curve(90.0), {}, 99, 98)])
+  for name in ("disarm", "st_gs", "zgr"):
+    config = json.loads((setting / name / "config.json").read_text())
+    (setting / name / "config.json").write_text(json.dumps({**config, "estimator": name}))
+  arms = [
+    runner.Arm(f"nonlinear_fashion_mnist/{row}", "unused.py", labels={"setting": "s", "row": row})
+    for row in ("disarm", "st_gs", "zgr")
+  ]
+  study = runner.Study("leaderboard", tuple(arms), report=lambda r: None)
+  readings = runner.read(study, tmp_path / "out", tmp_path / "records")
+  bench = tmp_path / "bench.json"
+  bench.write_text(
+    json.dumps([{"model": "bernoulli_nonlinear", "row": "B=50 disarm", "ms": 2.0, "device": "cpu"}])
+  )
+  calls = _capture(monkeypatch, "budget_curves")
+  leaderboard.draw_budgets(readings, tmp_path / "figures", str(bench))
+  [(path, rows)] = calls
+  assert path == tmp_path / "figures" / "leaderboard_s.png"
+  by_label = {row.label: row for row in rows}
+  assert sorted(by_label) == ["disarm", "st_gs"]
+  # Mean over the two seeds; DisARM's two evaluations a step; ST-GS has no bench row.
+  assert by_label["disarm"].curve == {100: 111.0, 200: 101.0}
+  assert (by_label["disarm"].evaluations, by_label["disarm"].ms_per_step) == (2, 2.0)
+  assert (by_label["st_gs"].evaluations, by_label["st_gs"].ms_per_step) == (1, None)
+
+
+def test_the_figures_are_pngs(tmp_path):
+  search = {0.1: 245.0, 0.5: 242.0, 1.0: 243.0}
+  curves = [figures.TemperatureCurve("st_gs", search, selected=0.5, fresh=(242.3, 242.6, 242.1))]
+  bands = [figures.Band("disarm", (242.7, 242.8, 242.9)), figures.Band("one seed", (250.0,))]
+  drawn = figures.temperature_curves(tmp_path / "a" / "t.png", "title", curves, bands)
+  rows = [
+    figures.BudgetCurve("disarm", {100: 300.0, 1000: 250.0}, evaluations=2, ms_per_step=2.0),
+    figures.BudgetCurve("st_gs", {100: 290.0, 1000: 255.0}, evaluations=1),
+  ]
+  budgets = figures.budget_curves(tmp_path / "b.png", "title", rows)
+  for path in (drawn, budgets):
+    assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000
+
+
+def test_without_matplotlib_the_figures_are_one_line(tmp_path, monkeypatch):
+  monkeypatch.setitem(sys.modules, "matplotlib", None)
+  with pytest.raises(ValueError, match=r'pip install "gr_jax\[plots\]"'):
+    figures.budget_curves(tmp_path / "b.png", "title", [])
