@@ -10,6 +10,10 @@ bounds are the reported numbers (no selection bias in what is reported).
   python -m experiments.study --study=configs/studies/tuned.py --out=runs/tuned \
       --data_root=../shared/data [--arms=nonlinear_fashion_mnist/]
 
+Protocol length (``OUT/<setting>/long/<estimator>``, LONG_SETTINGS): DisARM, RLOO-2 and the
+two tuned estimators with the lowest mean fresh-seed test bound (declared once all five fresh
+arms of the setting are kept, at their selected tau) train LONG_STEPS steps, seed 0 first.
+
 A search's fresh-seed arm (``OUT/<setting>/fresh/<estimator>``) is declared once the search's
 records are kept (in RECORDS), at the tau they select; the tables report both phases. The
 figure of each setting (``figures/tuned_<setting>.png``) draws the test bound against tau, the
@@ -43,6 +47,10 @@ RECORDS = "records/tuned"
 # same length), drawn as bands: the same populations, kept once in records/field.
 REFERENCES = ("disarm", "rloo2", "zgr", "reinforce")
 FIELD_SEEDS = (0, 1, 2)
+LONG_SETTINGS = ("nonlinear_fashion_mnist", "nonlinear_dynamic_mnist")
+LONG_STEPS = 1_000_000  # the protocol's length (about 9 h per member on one core of this CPU)
+LONG_SEEDS = (0,)
+UNBIASED = ("disarm", "rloo2")
 TITLES = {
   "nonlinear_fashion_mnist": "non-linear, Fashion-MNIST",
   "nonlinear_dynamic_mnist": "non-linear, dynamic MNIST",
@@ -77,6 +85,36 @@ def _arms(records_dir: str):
         )
 
 
+def _best_tuned(records_dir: str, setting: str, count: int) -> list[tuple[str, float]]:
+  """(estimator, tau) of the ``count`` tuned estimators with the lowest mean fresh-seed test
+  bound, once every estimator's fresh arm of ``setting`` is kept (before: none)."""
+  means = {}
+  for estimator in ESTIMATORS:
+    kept = pathlib.Path(records_dir, setting, "fresh", estimator)
+    if not (kept / "results.json").is_file():
+      return []
+    run = records.read_run(kept)
+    means[estimator] = (tables.mean(run.by_seed("test_nll").values()), run.config["tau"])
+  ranked = sorted((m, e) for e, (m, _) in means.items() if m is not None)
+  return [(e, means[e][1]) for _, e in ranked[:count]]
+
+
+def _long_arms(records_dir: str):
+  for setting in LONG_SETTINGS:
+    config, dataset = SETTINGS[setting]
+    rows = [(e, ()) for e in UNBIASED]
+    rows += [(e, (f"tau={tau}",)) for e, tau in _best_tuned(records_dir, setting, 2)]
+    for estimator, overrides in rows:
+      yield Arm(
+        name=f"{setting}/long/{estimator}",
+        config=config,
+        overrides=(f"estimator={estimator}", f"num_steps={LONG_STEPS}", *overrides),
+        seeds=LONG_SEEDS,
+        dataset_dir=dataset,
+        labels={"setting": setting, "estimator": estimator, "phase": "long"},
+      )
+
+
 def _references():
   for setting, (config, dataset) in SETTINGS.items():
     for estimator in REFERENCES:
@@ -94,10 +132,19 @@ def _references():
 def _report(readings) -> Report:
   rows, data = [], {}
   fresh_rows = []
+  long_rows = []
   for name, run in readings.runs.items():
-    if readings.arms[name].labels["phase"] == "reference":
+    phase = readings.arms[name].labels["phase"]
+    if phase == "reference":
       continue  # the figure's bands; their table is the leaderboard's
-    if readings.arms[name].labels["phase"] == "fresh":
+    if phase == "long":
+      columns = (run.by_seed("test_nll"), run.by_seed("test_nll_M1000"))
+      tau = f"{run.config['tau']:g}" if run.estimator not in UNBIASED else "-"
+      seeds = ", ".join(map(str, run.seeds))
+      long_rows.append([name, tau, seeds, *(tables.spread(c.values()) for c in columns)])
+      data[name] = {"tau": run.config["tau"], "steps": run.steps, "test_nll": columns[0]}
+      continue
+    if phase == "fresh":
       columns = (run.by_seed("test_nll"), run.by_seed("test_nll_M1000"))
       fresh_rows.append(
         [
@@ -129,6 +176,10 @@ def _report(readings) -> Report:
     lines += ["", "At the selected tau, fresh seeds 1, 2, 3 (the reported test bounds):", ""]
     header = ["arm", "tau", "test IWAE-100", "test IWAE-1000"]
     lines += tables.markdown_table(header, fresh_rows)
+  if long_rows:
+    lines += ["", f"At the protocol's length ({LONG_STEPS:,} steps):", ""]
+    header = ["arm", "tau", "seeds", "test IWAE-100", "test IWAE-1000"]
+    lines += tables.markdown_table(header, long_rows)
   return Report("\n".join(lines + readings.missing_lines()), data)
 
 
@@ -166,7 +217,7 @@ def _figures(readings, directory: pathlib.Path) -> list[pathlib.Path]:
 def get_study() -> Study:
   return Study(
     name="tuned",
-    arms=(*_arms(RECORDS), *_references()),
+    arms=(*_arms(RECORDS), *_long_arms(RECORDS), *_references()),
     report=_report,
     records=RECORDS,
     figures=_figures,

@@ -39,9 +39,7 @@ def test_the_tuned_figure_is_the_kept_search_its_selection_and_the_fields_bands(
   assert "reference/" not in study.report(readings).markdown.split("Not in the tables")[0]
 
 
-def test_the_budget_figure_puts_each_compared_row_on_evaluations_and_seconds(
-  tmp_path, monkeypatch
-):
+def test_the_budget_figure_puts_each_compared_row_on_evaluations_and_seconds(tmp_path, monkeypatch):
   setting = tmp_path / "records" / "nonlinear_fashion_mnist"
   curve = lambda base: {100: base + 10.0, 200: base}  # noqa: E731
   write_run(setting / "disarm", [(0, curve(100.0), {}, 99, 98), (1, curve(102.0), {}, 99, 98)])

@@ -1,7 +1,10 @@
 """configs/studies/tuned.py: the temperature search, then fresh seeds at the tau it selects."""
 
-from experiments.studies import launch, page, runner
+import importlib.util
+
+from experiments.studies import launch, page, records, runner
 from tests.cli import ROOT
+from tests.studies.canned import write_run
 
 
 def test_a_kept_search_declares_its_fresh_seeds_at_the_selected_tau(tmp_path):
@@ -19,3 +22,45 @@ def test_a_kept_search_declares_its_fresh_seeds_at_the_selected_tau(tmp_path):
   readings = runner.read(study, tmp_path / "no_runs", ROOT / study.records)
   report = study.report(readings).markdown
   assert "| nonlinear_fashion_mnist/search/st_gs | 0.5 (selected) | 241.24 |" in report
+
+
+def _tuned_module():
+  spec = importlib.util.spec_from_file_location("tuned_study", ROOT / "configs/studies/tuned.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estimators(tmp_path):
+  tuned = _tuned_module()
+  setting = "nonlinear_dynamic_mnist"
+  # Fresh seeds' test bounds: gs (mean 240) and reinmax (241) are the two lowest.
+  fresh = {"st_gs": (242.0, 0.5), "gs": (240.0, 0.25), "reinmax": (241.0, 1.5)}
+  fresh |= {"gr_mc10": (243.0, 0.5), "gr_exact": (241.5, 0.1)}
+  for i, (estimator, (test, tau)) in enumerate(fresh.items()):
+    members = [(s, {200: 250.0}, {}, test + d, test + d - 1) for s, d in ((1, -1), (2, 0), (3, 1))]
+    write_run(tmp_path / setting / "fresh" / estimator, members, estimator=estimator, tau=tau)
+    declared = {a.name: a for a in tuned._long_arms(str(tmp_path)) if setting in a.name}
+    if i < len(fresh) - 1:  # not before every estimator's fresh seeds are kept
+      assert sorted(declared) == [f"{setting}/long/disarm", f"{setting}/long/rloo2"]
+  assert sorted(declared) == [f"{setting}/long/{e}" for e in ("disarm", "gs", "reinmax", "rloo2")]
+  arm = declared[f"{setting}/long/gs"]
+  config = launch.load_config(arm.config, arm.command_overrides())
+  assert (config.tau, config.num_steps, config.population.seed, config.dataset) == (
+    0.25,
+    1_000_000,
+    (0,),
+    "mnist",
+  )
+  # Its table: the test bounds at the protocol's length, the unbiased rows without a tau.
+  members = [(0, {1_000_000: 240.0}, {}, 238.5, 237.25)]
+  names = {f"{setting}/long/disarm": "disarm", f"{setting}/long/gs": "gs"}
+  runs = {
+    n: records.read_run(write_run(tmp_path / "out" / n, members, steps=1_000_000, estimator=e))
+    for n, e in names.items()
+  }
+  readings = runner.Readings(runs=runs, missing={}, arms={n: declared[n] for n in names})
+  report = tuned._report(readings).markdown
+  assert "At the protocol's length (1,000,000 steps):" in report
+  assert f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a |" in report
+  assert f"| {setting}/long/gs | 1 | 0 | 238.50 ± n/a | 237.25 ± n/a |" in report
