@@ -215,7 +215,8 @@ checkpointer.close()
 
 def test_a_checkpoint_saved_over_two_devices_reads_on_one(tmp_path):
   """What compare_estimators / figure_2b / the notebook do with a population trained on 2 cores."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+  env = {**os.environ, "XLA_FLAGS": flags}
   saved = subprocess.run(
     [sys.executable, "-c", _SAVE_SHARDED, str(tmp_path)], env=env, capture_output=True, text=True
   )

@@ -72,8 +72,8 @@ def test_the_cluster_scripts_say_where_what_and_how_long():
 def test_the_one_machine_blocks_of_populations_run_as_written(tmp_path):
   """The blocks that run on one machine: the searches' commands parse as written (--list_fields),
   and the two-process job runs as written (from the clone, beside ../shared), its workdir in a
-  temporary directory instead of runs/, shortened to 40 steps and 100 images per split (600 steps
-  and 500 images took four minutes of the suite)."""
+  temporary directory instead of runs/, shortened to 40 steps and 100 images per split at M = 10
+  (600 steps and 500 images at M = 100 took four minutes of the suite)."""
   blocks = [
     b
     for b in _bash_blocks("docs/populations.md")
@@ -99,6 +99,7 @@ def test_the_one_machine_blocks_of_populations_run_as_written(tmp_path):
     pytest.skip("the two-process job reads ../shared/data (a clone beside the project's shared/)")
   shortened = {
     "--config.num_steps=600": "--config.num_steps=40",
+    "--config.num_eval_samples=100": "--config.num_eval_samples=10",
     "--config.num_eval_examples=500": "--config.num_eval_examples=100",
   }
   script = two_processes.replace("runs/", f"{tmp_path}/").replace(

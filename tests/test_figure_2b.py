@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 
+from experiments.vae import gradients as vae_gradients
 from tests.cli import ROOT, run_main, script_command
 
 pytestmark = pytest.mark.slow  # trains a tiny run and runs the script
@@ -62,18 +63,26 @@ def test_figure_2b_measures_mse_per_estimator_and_tau(tmp_path):
   listops_run = tmp_path / "listops"
   listops_run.mkdir()
   (listops_run / "config.json").write_text(json.dumps({"experiment": "listops"}))
-  for flags, expected in (
-    ((f"--vae_workdir={workdir}", "--vae_member=2"), "this workdir holds population members 0-1"),
-    ((f"--vae_workdir={tmp_path / 'none'}",), "holds no run"),
-    ((f"--vae_workdir={listops_run}",), "holds a listops run; load_trained reads VAE runs"),
-  ):
-    result = subprocess.run(
-      [*script_command("figure_2b.py"), *flags, f"--out_dir={tmp_path}"],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      timeout=300,
-    )
-    last = result.stderr.strip().splitlines()[-1]
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert last.startswith(f"error: {flags[0]}, --vae_member=") and expected in last, last
+  cases = (
+    ((workdir, 2), "this workdir holds population members 0-1"),
+    ((tmp_path / "none", 0), "holds no run"),
+    ((listops_run, 0), "holds a listops run; load_trained reads VAE runs"),
+  )
+  # The script's one line and exit status once; the other cases where it comes from.
+  (bad_member, expected), *others = cases
+  result = subprocess.run(
+    [*script_command("figure_2b.py"), f"--vae_workdir={workdir}", "--vae_member=2"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+  assert last.startswith(f"error: --vae_workdir={workdir}, --vae_member=2") and expected in last
+  for (where, member), expected in others:
+    with pytest.raises(SystemExit) as stopped:
+      vae_gradients.setup(where, member)
+    message = str(stopped.value)
+    assert message.startswith(f"error: --vae_workdir={where}, --vae_member={member}: ")
+    assert expected in message

@@ -9,10 +9,13 @@ a few ulps per step; after 7 SGD steps with momentum, 1e-4 relative is ~100x
 that, and a wrong batch, key or hyperparameter changes parameters by > 1e-2.
 """
 
+import contextlib
 import fcntl
+import io
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -23,7 +26,16 @@ import optax
 import pytest
 
 from configs import listops_L10, vae_16ary
-from experiments import config_checks, driver, population, reporting, schedules, search, workdir
+from experiments import (
+  config_checks,
+  driver,
+  merge,
+  population,
+  reporting,
+  schedules,
+  search,
+  workdir,
+)
 from experiments.listops import experiment as listops
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
@@ -396,7 +408,8 @@ def test_sharded_over_four_devices_equals_one_device():
   give one device's numbers; a population that does not divide evenly is refused in one line."""
   env = {
     **os.environ,
-    "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+    # The suite's flags (tests/conftest.py) too: the programs compiled as this process's.
+    "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4",
     "JAX_PLATFORMS": "cpu",
   }
   result = subprocess.run(
@@ -479,6 +492,19 @@ def test_population_resume_equals_uninterrupted_and_writes_members(tmp_path):
   assert summary[6].startswith(f"| {best['member']} |")  # sorted by validation, best first
 
 
+def _merge(out, *workdirs):
+  """scripts/merge_population.py's work in this process: its exit status, output and last line."""
+  accept = "--accept_mixed_code" in workdirs
+  paths = [pathlib.Path(w) for w in workdirs if w != "--accept_mixed_code"]
+  output = io.StringIO()
+  try:
+    with contextlib.redirect_stdout(output):
+      merge.merge(paths, pathlib.Path(out), accept)
+  except merge.MergeError as e:
+    return subprocess.CompletedProcess([], 1, output.getvalue(), f"error: {e}\n")
+  return subprocess.CompletedProcess([], 0, output.getvalue(), "")
+
+
 def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   whole = run_main("configs/vae_16ary.py", tmp_path / "whole", *TINY_CLI, "num_steps=2")
   del whole
@@ -495,7 +521,7 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
     # 3 members in 2 contiguous slices: 0-1 and 2 (np.array_split); the results line says so.
     held = "0-1" if i == 0 else "2-2"
     assert f"of 3, slice {i} of 2 holds {held})" in slice_run.stderr
-  merge = lambda out, *workdirs: subprocess.run(
+  merge_command = lambda out, *workdirs: subprocess.run(
     [sys.executable, "-m", "scripts.merge_population", f"--out={out}", *map(str, workdirs)],
     cwd=ROOT,
     capture_output=True,
@@ -503,7 +529,8 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
     timeout=300,
     env={**os.environ, "PYTHONPATH": str(ROOT)},
   )
-  assert merge(tmp_path / "merged", *shards).returncode == 0
+  # The command once each way (merged; refused in one line), the other cases in this process.
+  assert merge_command(tmp_path / "merged", *shards).returncode == 0
   merged = json.loads((tmp_path / "merged" / "results.json").read_text())
   single = json.loads((tmp_path / "whole" / "results.json").read_text())
   assert [m["member"] for m in merged["members"]] == [0, 1, 2]
@@ -512,7 +539,7 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
       b["valid_nll"], rel=1e-4
     )
   assert merged["selected_member"] == single["selected_member"]
-  partial = merge(tmp_path / "partial", shards[0])
+  partial = merge_command(tmp_path / "partial", shards[0])
   assert (
     partial.returncode != 0
     and "do not cover the population" in partial.stderr.strip().splitlines()[-1]
@@ -520,13 +547,13 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   last_line = lambda result: result.stderr.strip().splitlines()[-1]
   # --out pointed at a slice (or any run's workdir) would overwrite its results.json.
   results_before = (shards[0] / "results.json").read_text()
-  onto_slice = merge(shards[0], *shards)
+  onto_slice = _merge(shards[0], *shards)
   assert onto_slice.returncode != 0 and "is a run's workdir" in last_line(onto_slice)
   assert (shards[0] / "results.json").read_text() == results_before
   # A slice whose extension to more steps was interrupted holds the shorter run's results.
   config = json.loads((shards[1] / "config.json").read_text())
   (shards[1] / "config.json").write_text(json.dumps({**config, "num_steps": 4}))
-  stale = merge(tmp_path / "stale", *shards)
+  stale = _merge(tmp_path / "stale", *shards)
   assert stale.returncode != 0 and "Traceback" not in stale.stderr
   assert last_line(stale).startswith(
     f"error: {shards[1] / 'results.json'} is stale: it reports steps=2 but the"
@@ -536,7 +563,7 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   # and an
   # unwritable --out are one line each.
   (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
-  assert merge(tmp_path / "safe", *shards).returncode == 0
+  assert _merge(tmp_path / "safe", *shards).returncode == 0
   assert (
     json.loads((tmp_path / "safe" / "results.json").read_text())["code_segments"]
     == single["code_segments"]
@@ -546,42 +573,42 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
   results = json.loads((shards[1] / "results.json").read_text())
   other = [{**s, "versions": {**s["versions"], "jax": "0.0.1"}} for s in results["code_segments"]]
   (shards[1] / "results.json").write_text(json.dumps({**results, "code_segments": other}))
-  mixed = merge(tmp_path / "mixed", *shards)
+  mixed = _merge(tmp_path / "mixed", *shards)
   assert mixed.returncode != 0 and "Traceback" not in mixed.stderr
   assert last_line(mixed).startswith(
     f"error: {shards[1]} was trained (in part) on other code than the first steps of {shards[0]}"
     f" (jax {jax.__version__} -> 0.0.1)"
   )
-  accepted = merge(tmp_path / "mixed", "--accept_mixed_code", *shards)
+  accepted = _merge(tmp_path / "mixed", "--accept_mixed_code", *shards)
   assert accepted.returncode == 0 and "warning: " in accepted.stdout
   by_slice = json.loads((tmp_path / "mixed" / "results.json").read_text())["code_segments_by_slice"]
   assert by_slice == {str(shards[0]): single["code_segments"], str(shards[1]): other}
   (shards[1] / "results.json").write_text(json.dumps(results))
   # A path that is no slice, a slice whose job is still training (it holds the workdir's lock),
   # and runs of two experiments are one line each, saying which.
-  missing = merge(tmp_path / "missing", shards[0], tmp_path / "shard9")
+  missing = _merge(tmp_path / "missing", shards[0], tmp_path / "shard9")
   assert last_line(missing).startswith(f"error: {tmp_path / 'shard9'} is not a directory")
   with open(shards[1] / workdir.LOCK_FILE, "w") as lock:
     lock.write("pid 12345 on a-host")
     lock.flush()
     fcntl.flock(lock, fcntl.LOCK_EX)
-    running = merge(tmp_path / "running", *shards)
+    running = _merge(tmp_path / "running", *shards)
   assert last_line(running).startswith(
     f"error: {shards[1]} is still training (pid 12345 on a-host): merge once every slice's job"
   )
   (shards[1] / workdir.LOCK_FILE).unlink()
   (shards[1] / "config.json").write_text(json.dumps({**config, "experiment": "listops"}))
-  two = merge(tmp_path / "two", *shards)
+  two = _merge(tmp_path / "two", *shards)
   assert len(last_line(two)) < 400 and last_line(two).startswith(
     f"error: the slices are runs of different experiments ({shards[0]}: vae, {shards[1]}: listops)"
   )
   (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
-  unwritable = merge(tmp_path / "safe" / "summary.md" / "x", *shards)
+  unwritable = _merge(tmp_path / "safe" / "summary.md" / "x", *shards)
   (shards[1] / "results.json").write_text("{")
   for result, expected in (
     (unwritable, "error: cannot write the merged"),
-    (merge(tmp_path / "damaged", *shards), f"error: {shards[1] / 'results.json'} is damaged"),
-    (merge(tmp_path / "none"), "error: give the workdirs"),
+    (_merge(tmp_path / "damaged", *shards), f"error: {shards[1] / 'results.json'} is damaged"),
+    (_merge(tmp_path / "none"), "error: give the workdirs"),
   ):
     assert (
       result.returncode != 0
