@@ -120,6 +120,10 @@ class Checkpointer:
     """
     if self._manager.latest_step() == step:
       return
+    if not self.directory.parent.is_dir():
+      # The workdir was deleted (or replaced by a file): orbax would create it again, holding a
+      # checkpoint and none of the run's records.
+      require_workdir(self.directory.parent / provenance.SEGMENTS_FILE, step)
     quiet = _OnlyOwnRecords()
     logging.get_absl_handler().addFilter(quiet)  # orbax logs each failed write with its traceback
     try:

@@ -369,6 +369,13 @@ def _saved_config(path: pathlib.Path) -> dict | None:
         "%s/config.json is missing or damaged: the run's config is read from %s", path, file
       )
     return saved
+  if _holds_run(path) and not any((path / n).exists() for n in ("config.json", CONFIG_BACKUP)):
+    raise ConfigError(
+      f"--workdir {path} holds checkpoints or metrics but neither config.json nor"
+      f" {CONFIG_BACKUP} (as a workdir deleted while its run trained, the run writing on, leaves"
+      " it): the run cannot resume from it. Use a new --workdir, or delete this one (or put back"
+      " a copy of its config.json)."
+    )
   if _holds_run(path):
     raise ConfigError(
       f"--workdir {path} holds a run (checkpoints or metrics) but its config.json is missing or"

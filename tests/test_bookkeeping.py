@@ -189,6 +189,34 @@ def test_atomic_path_leaves_the_old_file_when_the_write_fails(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
 
+def test_what_a_run_wrote_into_its_deleted_workdir_is_refused_naming_no_file_to_restore(tmp_path):
+  """A workdir deleted while its run trained can come back holding only what the run wrote after
+  (a checkpoint): its config files went with it, so the rerun's advice cannot be to restore them.
+  A damaged config.json (the file is there) keeps the advice to restore it."""
+  (tmp_path / "checkpoints" / "40").mkdir(parents=True)
+  config = listops_L10.get_config()
+  with pytest.raises(config_checks.ConfigError) as refused:
+    workdir.prepare_workdir(str(tmp_path), config)
+  message = str(refused.value)
+  assert "neither config.json nor config.backup.json" in message
+  assert "Use a new --workdir, or delete this one" in message
+  (tmp_path / "config.json").write_text('{"truncat')
+  with pytest.raises(config_checks.ConfigError, match="restore config.json, or use a new"):
+    workdir.prepare_workdir(str(tmp_path), config)
+
+
+def test_a_checkpoint_is_not_saved_into_a_workdir_deleted_under_the_run(tmp_path):
+  """orbax would create the workdir again to hold the checkpoint alone; the save stops the run in
+  the documented line instead, and nothing is created."""
+  run = tmp_path / "run"
+  run.mkdir()
+  checkpointer = checkpoints.Checkpointer(run)
+  shutil.rmtree(run)
+  with pytest.raises(FileNotFoundError, match="was deleted, moved or replaced while the run"):
+    checkpointer.save(3, {"members": np.zeros(2)})
+  assert not run.exists()
+
+
 def test_prepare_workdir_allows_safe_changes_only(tmp_path):
   config = listops_L10.get_config()
   workdir.prepare_workdir(str(tmp_path), config)
