@@ -47,8 +47,9 @@ def vae_config(arity: int, num_vars: int) -> ml_collections.ConfigDict:
   # Choices of Maddison et al. 2017 the defaults do not make (model "concrete" only;
   # configs/studies/concrete_choices.py measures each): "one" logit per binary latent instead
   # of "two" (arity 2); the encoder's input "2x-1" instead of "x" (appendix D.4); GS's latent
-  # term "concrete" (the Binary Concrete densities, appendix C.2; arity 2) instead of
-  # "discrete", with the prior's temperature relaxed_prior_tau (0: the posterior's tau).
+  # term "concrete" (appendix C.2: the Binary Concrete densities, or the ExpConcrete ones on
+  # n-ary latents) instead of "discrete", with the prior's temperature relaxed_prior_tau (0: the
+  # posterior's tau).
   config.binary_logits = "two"
   config.encoder_input = "x"
   config.relaxed_kl = "discrete"

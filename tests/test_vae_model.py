@@ -274,5 +274,75 @@ def test_gs_with_the_concrete_kl_samples_gs_and_scores_the_logistic_densities():
     y, prior_alpha / 0.5, 1 / 0.5
   )
   np.testing.assert_allclose(result.metrics["kl"], kl.sum(-1), rtol=1e-4, atol=1e-3)
-  with pytest.raises(ValueError, match="relaxed_kl='concrete' is for binary latents"):
-    vae.DiscreteVAE(4, 4, relaxed_kl="concrete", rngs=nnx.Rngs(0))
+
+
+def test_exp_concrete_log_density_against_the_gumbels_it_is_made_of():
+  """n = 2: Y = (log sigmoid(-Z), log sigmoid(Z)) with Z = (alpha + L) / tau logistic, so in the
+  first coordinate f(y_0) = f_Z(z) / sigmoid(z) (closed form, scipy). n = 3: from the Gumbels
+  themselves, D_k = (theta_k + G_k) - (theta_2 + G_2) has the density of a one-dimensional
+  integral over G_2 (scipy's quad), and Y_k = D_k / tau - log(1 + e^{D_0/tau} + e^{D_1/tau})
+  for k < 2 has Jacobian determinant e^{y_2} / tau^2."""
+  from scipy import integrate, special, stats
+
+  logits, tau = np.array([0.3, -1.2]), 0.7
+  z = np.linspace(-12.0, 12.0, 49)
+  y = np.stack([special.log_expit(-z), special.log_expit(z)], axis=-1)
+  want = stats.logistic.logpdf(z, (logits[1] - logits[0]) / tau, 1 / tau) - special.log_expit(z)
+  theta = np.array([0.5, -0.3, 1.0])
+  gumbel = stats.gumbel_r.pdf
+  with jax.enable_x64(True):
+    got = vae.exp_concrete_log_density(jnp.asarray(y), jnp.asarray(logits), tau)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    for tau, d in ((0.5, (0.4, -1.0)), (1.0, (2.0, 0.3)), (2.0, (-1.5, -0.5))):
+      density_d, _ = integrate.quad(
+        lambda g: (
+          gumbel(g)
+          * gumbel(d[0] + g + theta[2] - theta[0])
+          * gumbel(d[1] + g + theta[2] - theta[1])
+        ),
+        -10.0,  # the Gumbel density is below 1e-9000 beyond, and below 1e-25 past 60
+        60.0,
+        epsabs=1e-13,
+      )
+      y = np.array([*d, 0.0]) / tau
+      y = y - special.logsumexp(y)
+      want = np.log(density_d) + 2 * np.log(tau) - y[2]
+      got = vae.exp_concrete_log_density(jnp.asarray(y), jnp.asarray(theta), tau)
+      np.testing.assert_allclose(got, want, rtol=1e-8)
+
+
+def test_gs_with_the_concrete_kl_on_n_ary_latents_scores_the_exp_concrete_densities():
+  """The sample is GS's at the key; the KL term is log q - log p at Y = log(sample), prior at
+  relaxed_prior_tau; at n = 2 the n-ary formula gives the binary path's KL (the Jacobian of
+  the change of coordinates cancels in the difference)."""
+  from scipy.special import logsumexp
+
+  x = jnp.asarray(np.random.default_rng(3).random((3, 784)) < 0.3, jnp.float32)
+  key, tau = jax.random.key(7), 0.64
+  kwargs = dict(encoder_widths=(8,), decoder_widths=(8,), relaxed_kl="concrete", rngs=nnx.Rngs(0))
+  model = vae.DiscreteVAE(5, 4, relaxed_prior_tau=0.5, **kwargs)
+  model.prior_logits.set_value(jnp.linspace(-1.0, 1.0, 20).reshape(5, 4))
+  result = model.training_bound(x, key, estimators.get("gs"), tau)
+  logits = model.encode(x)
+  sample = estimators.gumbel_softmax(key, logits, tau=tau)
+  np.testing.assert_allclose(result.samples[0], sample, atol=1e-6)
+  y = np.log(np.asarray(sample, np.float64))
+  log_prior = np.asarray(jax.nn.log_softmax(model.prior_logits.get_value()), np.float64)
+
+  def log_density(theta, t):  # the ExpConcrete density written out, less its -y_n term
+    z = theta - t * y
+    return np.log(math.factorial(3)) + 3 * np.log(t) + z.sum(-1) - 4 * logsumexp(z, axis=-1)
+
+  kl = log_density(np.asarray(logits, np.float64), tau) - log_density(log_prior, 0.5)
+  np.testing.assert_allclose(result.metrics["kl"], kl.sum(-1), rtol=1e-4, atol=2e-3)
+  # n = 2: the n-ary formula's KL is the binary path's.
+  binary = vae.DiscreteVAE(6, 2, **kwargs)
+  bound = binary.training_bound(x, key, estimators.get("gs"), tau)
+  two = np.log(np.asarray(bound.samples[0], np.float64))
+  theta = np.asarray(binary.encode(x), np.float64)
+  prior = np.asarray(jax.nn.log_softmax(binary.prior_logits.get_value()), np.float64)
+  with jax.enable_x64(True):
+    n_ary = np.asarray(
+      vae.exp_concrete_log_density(two, theta, tau) - vae.exp_concrete_log_density(two, prior, tau)
+    )
+  np.testing.assert_allclose(bound.metrics["kl"], np.sum(n_ary, -1), rtol=1e-4, atol=2e-3)

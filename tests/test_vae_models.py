@@ -271,9 +271,11 @@ def test_the_concrete_choices_reach_the_model_and_are_checked():
     config.update(fields)
     with pytest.raises(config_checks.ConfigError, match="^config\\." + message):
       vae_experiment.validate(config)
-  config = vae_2ary.get_config()
-  config.update(estimator="gs", relaxed_kl="concrete", relaxed_prior_tau=0.5)
-  vae_experiment.validate(config)
+  for module in (vae_2ary, vae_16ary):  # the Concrete densities: binary and n-ary GS
+    config = module.get_config()
+    config.update(estimator="gs", relaxed_kl="concrete", relaxed_prior_tau=0.5)
+    vae_experiment.validate(config)
+    assert models.build(config, nnx.Rngs(0)).relaxed_kl == "concrete"
 
 
 def test_a_run_saved_before_the_concrete_choices_resumes_with_the_defaults():

@@ -10,7 +10,8 @@ a config value of model "concrete" (gr_jax.models.vae.DiscreteVAE, experiments/v
    appendix D.4 centres "the activity in (-1, 1)^d"), twice today's x minus its average;
 3. ``relaxed_kl=concrete``: GS's latent term the Binary Concrete densities of the logistic
    pre-sigmoid variable (appendix C.2's first objective), with the prior's temperature
-   ``relaxed_prior_tau`` apart (appendix C.4); GS only;
+   ``relaxed_prior_tau`` apart (appendix C.4); GS only (on n-ary latents the ExpConcrete
+   densities of the log-sample, ``gr_jax.models.vae.exp_concrete_log_density``);
 4. ``loss_reduction=sum``: the loss summed over the batch of 20, not averaged (a 20 times larger
    step at the same learning rate).
 

@@ -265,13 +265,12 @@ def check(config: ConfigDict) -> Model:
     ("relaxed_kl", vae.RELAXED_KLS),
   ):
     config_checks.require(config[field] in allowed, field, f"one of {allowed}", config[field])
-  for field in ("binary_logits", "relaxed_kl"):
-    config_checks.require(
-      config[field] == CONCRETE_CHOICES[field] or config.arity == 2,
-      field,
-      f"{CONCRETE_CHOICES[field]!r} unless arity is 2 (binary latents)",
-      config[field],
-    )
+  config_checks.require(
+    config.binary_logits == CONCRETE_CHOICES["binary_logits"] or config.arity == 2,
+    "binary_logits",
+    f"{CONCRETE_CHOICES['binary_logits']!r} unless arity is 2 (binary latents)",
+    config.binary_logits,
+  )
   config_checks.require(
     config_checks.is_number(config.relaxed_prior_tau) and config.relaxed_prior_tau >= 0,
     "relaxed_prior_tau",

@@ -201,6 +201,31 @@ def binary_concrete_log_density(y: jax.Array, log_odds: jax.Array, tau) -> jax.A
   return jnp.log(tau) + z - 2.0 * jax.nn.softplus(z)
 
 
+def exp_concrete_log_density(y: jax.Array, logits: jax.Array, tau) -> jax.Array:
+  r"""Log-density of an ExpConcrete variable, the log of a Concrete (Gumbel-softmax) sample
+  (Maddison et al. 2017, appendix C.3): :math:`Y = \mathrm{log\_softmax}((\theta + G) / \tau)`,
+  with respect to Lebesgue measure on its first n - 1 coordinates (the last one is
+  :math:`\log(1 - \sum_{k<n} e^{y_k})`),
+
+  .. math:: \log f(y) = \log((n - 1)!) + (n - 1) \log \tau
+      + \sum_k (\theta_k - \tau y_k) - n \log \sum_k e^{\theta_k - \tau y_k} - y_n:
+
+  the Concrete density of :math:`e^{y}` times the Jacobian :math:`\prod_{k<n} e^{y_k}`
+  (:math:`-y_n` is free of the parameters: it cancels in a difference of log-densities at the
+  same y, such as GS's latent term). Over the last axis;
+  ``logits`` :math:`\theta` ``[..., n]`` broadcast to ``y`` (unnormalized logits give the same
+  density). Returns ``[...]``."""
+  n = y.shape[-1]
+  z = logits - tau * y
+  return (
+    jax.scipy.special.gammaln(float(n))
+    + (n - 1) * jnp.log(tau)
+    + jnp.sum(z, axis=-1)
+    - n * jax.nn.logsumexp(z, axis=-1)
+    - y[..., -1]
+  )
+
+
 def importance_weighted(log_weights_fn, key, num_samples: int, chunk_size: int, batch_shape):
   r""":math:`\log \frac{1}{M} \sum_k w_k` over ``num_samples`` draws, ``chunk_size`` at a time.
 
@@ -240,10 +265,11 @@ class DiscreteVAE(nnx.Module):
   of distributions as two free logits, parameterized by their difference),
   ``encoder_input="2x-1"`` (the encoder sees 2x - 1 minus its centring, the
   activity in (-1, 1) of their appendix D.4; its running average is of 2x - 1)
-  and ``relaxed_kl="concrete"`` (GS on binary latents: the latent term is
-  :math:`\log p_{\tau_p}(Y) - \log q_\tau(Y \mid x)` of the logistic
-  pre-sigmoid variable Y, :func:`binary_concrete_log_density`, with the prior at
-  temperature ``relaxed_prior_tau``, 0 meaning the posterior's tau).
+  and ``relaxed_kl="concrete"`` (GS: the latent term is
+  :math:`\log p_{\tau_p}(Y) - \log q_\tau(Y \mid x)` of the relaxed variable, on binary
+  latents the logistic pre-sigmoid variable (:func:`binary_concrete_log_density`),
+  on n-ary ones the ExpConcrete log-sample (:func:`exp_concrete_log_density`), with the
+  prior at temperature ``relaxed_prior_tau``, 0 meaning the posterior's tau).
   """
 
   # (label, parameter) of each stochastic layer's inference network.
@@ -278,10 +304,7 @@ class DiscreteVAE(nnx.Module):
     ):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
-    for name, value, default in (
-      ("binary_logits", binary_logits, "two"),
-      ("relaxed_kl", relaxed_kl, "discrete"),
-    ):
+    for name, value, default in (("binary_logits", binary_logits, "two"),):
       if value != default and arity != 2:
         raise ValueError(f"{name}={value!r} is for binary latents (arity 2); got arity {arity}.")
     if not relaxed_prior_tau >= 0:
@@ -370,16 +393,24 @@ class DiscreteVAE(nnx.Module):
 
   def _concrete_sample_and_kl(self, key, logits, tau):
     r"""GS's relaxed sample and the Concrete KL term :math:`\sum_j \log q_\tau(Y_j \mid x) -
-    \log p_{\tau_p}(Y_j)` at the logistic pre-sigmoid variable
-    :math:`Y_j = (\alpha_j + G_{j1} - G_{j0}) / \tau`, drawn from GS's Gumbels at ``key``
-    (so the sample is ``estimators.gumbel_softmax(key, logits, tau)``)."""
+    \log p_{\tau_p}(Y_j)`, drawn from GS's Gumbels at ``key`` (so the sample is
+    ``estimators.gumbel_softmax(key, logits, tau)``): on binary latents at the logistic
+    pre-sigmoid variable :math:`Y_j = (\alpha_j + G_{j1} - G_{j0}) / \tau`, on n-ary ones
+    at the ExpConcrete log-sample :math:`Y_j = \mathrm{log\_softmax}((\theta_j + G_j) /
+    \tau)`."""
     gumbels = jax.random.gumbel(key, logits.shape, jnp.float32)
+    log_prior = jnp.broadcast_to(self.log_prior(), logits.shape)
+    prior_tau = self.relaxed_prior_tau if self.relaxed_prior_tau > 0 else tau
+    if self.arity != 2:
+      y = jax.nn.log_softmax((logits + gumbels) / tau, axis=-1)
+      kl = exp_concrete_log_density(y, logits, tau) - exp_concrete_log_density(
+        y, log_prior, prior_tau
+      )
+      return jnp.exp(y), jnp.sum(kl, axis=-1)
     log_odds = logits[..., 1] - logits[..., 0]
     y = (log_odds + gumbels[..., 1] - gumbels[..., 0]) / tau
     sample = jnp.stack([jax.nn.sigmoid(-y), jax.nn.sigmoid(y)], axis=-1)
-    log_prior = jnp.broadcast_to(self.log_prior(), logits.shape)
     prior_log_odds = log_prior[..., 1] - log_prior[..., 0]
-    prior_tau = self.relaxed_prior_tau if self.relaxed_prior_tau > 0 else tau
     kl = binary_concrete_log_density(y, log_odds, tau) - binary_concrete_log_density(
       y, prior_log_odds, prior_tau
     )
