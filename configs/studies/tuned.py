@@ -60,29 +60,29 @@ TITLES = {
 }
 
 
+def _arm(setting, phase, estimator, *overrides, steps=STEPS, seeds=FRESH_SEEDS, **fields) -> Arm:
+  """``<setting>/<phase>/<estimator>``: the estimator on the setting's config for ``steps``."""
+  config, dataset = SETTINGS[setting]
+  labels = {"setting": setting, "estimator": estimator, "phase": phase}
+  return Arm(
+    name=f"{setting}/{phase}/{estimator}",
+    config=config,
+    overrides=(f"estimator={estimator}", f"num_steps={steps}", *overrides),
+    seeds=seeds,
+    dataset_dir=dataset,
+    labels={**labels, **fields.pop("labels", {})},
+    **fields,
+  )
+
+
 def _arms(records_dir: str):
-  for setting, (config, dataset) in SETTINGS.items():
+  for setting in SETTINGS:
     for estimator in ESTIMATORS:
-      search = Arm(
-        name=f"{setting}/search/{estimator}",
-        config=config,
-        overrides=(f"estimator={estimator}", f"num_steps={STEPS}"),
-        seeds=(SEARCH_SEED,),
-        lists={"tau": TAUS},
-        dataset_dir=dataset,
-        labels={"setting": setting, "estimator": estimator, "phase": "search"},
-      )
+      search = _arm(setting, "search", estimator, seeds=(SEARCH_SEED,), lists={"tau": TAUS})
       yield search
       tau = records.best_of_kept(pathlib.Path(records_dir, search.name), "tau")
       if tau is not None:
-        yield Arm(
-          name=f"{setting}/fresh/{estimator}",
-          config=config,
-          overrides=(f"estimator={estimator}", f"num_steps={STEPS}", f"tau={tau}"),
-          seeds=FRESH_SEEDS,
-          dataset_dir=dataset,
-          labels={"setting": setting, "estimator": estimator, "phase": "fresh", "tau": tau},
-        )
+        yield _arm(setting, "fresh", estimator, f"tau={tau}", labels={"tau": tau})
 
 
 def _best_tuned(records_dir: str, setting: str, count: int) -> list[tuple[str, float]]:
@@ -101,32 +101,17 @@ def _best_tuned(records_dir: str, setting: str, count: int) -> list[tuple[str, f
 
 def _long_arms(records_dir: str):
   for setting in LONG_SETTINGS:
-    config, dataset = SETTINGS[setting]
     rows = [(e, ()) for e in UNBIASED]
     rows += [(e, (f"tau={tau}",)) for e, tau in _best_tuned(records_dir, setting, 2)]
     for estimator, overrides in rows:
-      yield Arm(
-        name=f"{setting}/long/{estimator}",
-        config=config,
-        overrides=(f"estimator={estimator}", f"num_steps={LONG_STEPS}", *overrides),
-        seeds=LONG_SEEDS,
-        dataset_dir=dataset,
-        labels={"setting": setting, "estimator": estimator, "phase": "long"},
-      )
+      yield _arm(setting, "long", estimator, *overrides, steps=LONG_STEPS, seeds=LONG_SEEDS)
 
 
 def _references():
-  for setting, (config, dataset) in SETTINGS.items():
+  for setting in SETTINGS:
     for estimator in REFERENCES:
-      yield Arm(
-        name=f"{setting}/reference/{estimator}",
-        config=config,
-        overrides=(f"estimator={estimator}", f"num_steps={STEPS}"),
-        seeds=FIELD_SEEDS,
-        dataset_dir=dataset,
-        labels={"setting": setting, "estimator": estimator, "phase": "reference"},
-        records=f"records/field/{setting}/{estimator}",
-      )
+      kept = f"records/field/{setting}/{estimator}"
+      yield _arm(setting, "reference", estimator, seeds=FIELD_SEEDS, records=kept)
 
 
 def _report(readings) -> Report:
