@@ -53,3 +53,10 @@ def _fake_datasets_are_read_unchecked(request, monkeypatch):
     monkeypatch.setenv("GR_JAX_UNVERIFIED_DATA", "all")
   else:
     monkeypatch.delenv("GR_JAX_UNVERIFIED_DATA", raising=False)
+
+
+def pytest_collection_modifyitems(config, items):
+  """The integration tests (marked slow: whole runs, subprocesses) first, the unit tests after:
+  the xdist workers hand out tests in this order, so the short ones fill the workers' ends
+  instead of a long run starting last on one worker while the others wait."""
+  items.sort(key=lambda item: item.get_closest_marker("slow") is None)
