@@ -17,6 +17,7 @@ from experiments import start_up_signals  # noqa: I001
 
 start_up_signals.quit_while_loading()  # first, before jax loads
 
+import importlib.util
 import pathlib
 import sys
 
@@ -43,8 +44,8 @@ _PAGE = flags.DEFINE_bool("page", False, "Also write the study's docs page (gene
 _FIGURES = flags.DEFINE_string(
   "figures",
   "",
-  "Where the study's figures (PNG) go: default OUT/figures, or docs/figures with --page;"
-  " 'none' draws none.",
+  "Where the study's figures (PNG) go: default OUT/figures, or docs/figures with --page (not"
+  " drawn, and said, without matplotlib); 'none' draws none.",
 )
 _SLURM = flags.DEFINE_string("slurm", "", "Write a SLURM job-array script here instead of running.")
 _REFRESH = flags.DEFINE_string(
@@ -113,6 +114,9 @@ def _study():
   print(report.markdown)
   print(f"(written to {markdown} and its .json)")
   if study.figures and _FIGURES.value != "none":
+    if not _FIGURES.value and importlib.util.find_spec("matplotlib") is None:
+      print('figures not drawn: they need matplotlib (pip install "gr_jax[plots]")')
+      return
     default = pathlib.Path(study.page).parent / "figures" if _PAGE.value and study.page else None
     directory = pathlib.Path(_FIGURES.value) if _FIGURES.value else default or out / "figures"
     for path in study.figures(readings, directory):
