@@ -1,6 +1,7 @@
 """experiments/studies/figures.py and the figures the tuned and field studies draw from records."""
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -89,3 +90,24 @@ def test_without_matplotlib_the_figures_are_one_line(tmp_path, monkeypatch):
   monkeypatch.setitem(sys.modules, "matplotlib", None)
   with pytest.raises(ValueError, match=r'pip install "gr_jax\[plots\]"'):
     figures.budget_curves(tmp_path / "b.png", "title", [])
+
+
+@pytest.mark.slow
+def test_the_study_command_without_matplotlib_writes_its_tables_and_says_the_figures_are_not_drawn(
+  tmp_path,
+):
+  command = (
+    "import runpy, sys; sys.modules['matplotlib'] = None;"
+    " sys.argv = ['study', '--study=configs/studies/field.py', sys.argv[1], '--run=false'];"
+    " runpy.run_module('experiments.study', run_name='__main__')"
+  )
+  result = subprocess.run(
+    [sys.executable, "-c", command, f"--out={tmp_path}"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert (tmp_path / "leaderboard.md").is_file() and not (tmp_path / "figures").exists()
+  assert 'figures not drawn: they need matplotlib (pip install "gr_jax[plots]")' in result.stdout
