@@ -1,6 +1,7 @@
 """configs/studies/tuned.py: the temperature search, then fresh seeds at the tau it selects."""
 
 import importlib.util
+import json
 
 from experiments.studies import launch, page, records, runner
 from tests.cli import ROOT
@@ -52,15 +53,19 @@ def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estim
     (0,),
     "mnist",
   )
-  # Its table: the test bounds at the protocol's length, the unbiased rows without a tau.
+  assert config.variance_ema_decay == 0.999  # the DisARM code's variance column
+  # Its table: the test bounds at the protocol's length, the unbiased rows without a tau, and
+  # the last step's EMA variance (log10: 1000 -> 3.00; DisARM's run logged none -> "-").
   members = [(0, {1_000_000: 240.0}, {}, 238.5, 237.25)]
   names = {f"{setting}/long/disarm": "disarm", f"{setting}/long/gs": "gs"}
-  runs = {
-    n: records.read_run(write_run(tmp_path / "out" / n, members, steps=1_000_000, estimator=e))
-    for n, e in names.items()
-  }
+  for n, e in names.items():
+    write_run(tmp_path / "out" / n, members, steps=1_000_000, estimator=e)
+  metrics = tmp_path / "out" / f"{setting}/long/gs" / "metrics.jsonl"
+  ema = {"step": 1_000_000, "split": "train", "member": 0, "ema_grad_variance": 1000.0}
+  metrics.write_text(metrics.read_text() + json.dumps(ema) + "\n")
+  runs = {n: records.read_run(tmp_path / "out" / n) for n in names}
   readings = runner.Readings(runs=runs, missing={}, arms={n: declared[n] for n in names})
   report = tuned._report(readings).markdown
   assert "At the protocol's length (1,000,000 steps):" in report
-  assert f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a |" in report
-  assert f"| {setting}/long/gs | 1 | 0 | 238.50 ± n/a | 237.25 ± n/a |" in report
+  assert f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a | - |" in report
+  assert f"| {setting}/long/gs | 1 | 0 | 238.50 ± n/a | 237.25 ± n/a | 3.00 ± n/a |" in report
