@@ -80,6 +80,20 @@ def _by_setting(readings: Readings) -> dict[str, dict[str, records.Run]]:
   return settings
 
 
+def _timings(bench: str | tuple[str, ...]) -> dict[tuple[str, str], tuple[float, str]]:
+  return read_bench(*([bench] if isinstance(bench, str) else bench))
+
+
+def _timing(timings_by_row, config: Mapping, estimator: str) -> tuple[float, str] | None:
+  """The bench's (ms per step, device) of ``estimator`` at the config's model and batch size."""
+  return timings_by_row.get((config["model"], f"B={config['batch_size']} {estimator}"))
+
+
+def _title(config: Mapping) -> str:
+  model = MODELS.get(config["model"], config["model"])
+  return f"{model}, {DATASETS.get(config['dataset'], config['dataset'])}"
+
+
 def _compared(runs: Mapping[str, records.Run]) -> dict[str, records.Run]:
   """The rows of the setting's length and seeds (the most common)."""
   shape = collections.Counter((r.steps, r.seeds) for r in runs.values()).most_common(1)[0][0]
@@ -95,7 +109,7 @@ def report(
 ) -> Report:
   """The leaderboard page: ``header`` lines, one section per setting, the arms not measured,
   ``footer`` lines; the gradient variance at ``variance_steps`` (-1: the last)."""
-  timings_by_row = read_bench(*([bench] if isinstance(bench, str) else bench))
+  timings_by_row = _timings(bench)
   lines, data = list(header), {}
   for setting, runs in _by_setting(readings).items():
     section, data[setting] = _section(runs, timings_by_row, variance_steps)
@@ -116,13 +130,9 @@ def _section(runs, timings_by_row, variance_steps):
   # Rows are compared at the setting's length and seeds (the most common); others are listed.
   compared = _compared(runs)
   shape = next(iter(compared.values())).steps, next(iter(compared.values())).seeds
-  title = f"{MODELS.get(config['model'], config['model'])}, "
-  title += DATASETS.get(config["dataset"], config["dataset"])
+  title = _title(config)
   extra = (config.get("extra_test_samples") or [None])[0]
-  timings = {
-    n: timings_by_row.get((config["model"], f"B={config['batch_size']} {r.estimator}"))
-    for n, r in runs.items()
-  }
+  timings = {n: _timing(timings_by_row, config, r.estimator) for n, r in runs.items()}
   lines = [
     "",
     f"## {title} ({config['binarization']} binarization)",
@@ -189,16 +199,14 @@ def draw_budgets(
   """Per setting, ``leaderboard_<setting>.png``: each compared row's training negative ELBO (mean
   over seeds) against loss evaluations and against seconds at the bench's ms per step: the curves
   behind the equal-evaluation and equal-wall-time lines."""
-  timings_by_row = read_bench(*([bench] if isinstance(bench, str) else bench))
+  timings_by_row = _timings(bench)
   paths = []
   for setting, runs in _by_setting(readings).items():
     rows = []
     for name, run in _compared(runs).items():
       curves = [m.curve("neg_elbo") for m in run.members]
       steps = sorted(set.intersection(*(set(c) for c in curves)))
-      timing = timings_by_row.get(
-        (run.config["model"], f"B={run.config['batch_size']} {run.estimator}")
-      )
+      timing = _timing(timings_by_row, run.config, run.estimator)
       rows.append(
         figures.BudgetCurve(
           label=name,
@@ -207,9 +215,7 @@ def draw_budgets(
           ms_per_step=timing[0] if timing else None,
         )
       )
-    config = next(iter(runs.values())).config
-    title = f"{MODELS.get(config['model'], config['model'])}, "
-    title += DATASETS.get(config["dataset"], config["dataset"])
+    title = _title(next(iter(runs.values())).config)
     paths.append(figures.budget_curves(directory / f"leaderboard_{setting}.png", title, rows))
   return paths
 
