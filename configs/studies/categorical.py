@@ -34,7 +34,7 @@ import dataclasses
 import pathlib
 
 from configs import categorical_vae
-from experiments.studies import records, tables
+from experiments.studies import figures, records, tables
 from experiments.studies.runner import Arm, Report, Study
 from gr_jax import estimators
 
@@ -139,6 +139,12 @@ def _last_epoch_neg_elbo(member: records.Member) -> float | None:
   return records.finite(curve[max(curve)]) if curve else None
 
 
+TRAIN = ("train -ELBO (last epoch)", _last_epoch_neg_elbo)
+# GR's rows and what each is paired against, seed by seed.
+GR = ("gr_mc10", "gr_mc100", "gr_qmc100")
+OTHERS = ("st_gs", "gst", "reinmax", "zgr")
+
+
 def _ms_per_step(run: records.Run) -> str:
   """The population's training time per step, and the machine it ran on."""
   seconds, steps = (
@@ -152,20 +158,99 @@ def _ms_per_step(run: records.Run) -> str:
   )
 
 
+def _paired_lines(runs: dict[str, records.Run], columns: dict) -> list[str]:
+  """GR against ST-GS, GST, ReinMax and ZGR on each column, paired by seed."""
+  rows = [
+    [
+      f"{gr} − {other}",
+      *(
+        tables.paired(runs[other].by_seed(value), runs[gr].by_seed(value)).cell()
+        for value in columns.values()
+      ),
+    ]
+    for gr in GR
+    for other in OTHERS
+    if gr in runs and other in runs
+  ]
+  if not rows:
+    return []
+  return [
+    "GR against the others, paired by seed (GR − other: negative where GR's bound is lower):",
+    "",
+    *tables.markdown_table(["pair", *columns], rows),
+    "",
+  ]
+
+
+def _ranking_line(runs: dict[str, records.Run], by_train, by_held_out) -> list[str]:
+  """The estimators ranked by their training bound and by their held-out bound, and how far the
+  two orders agree."""
+  if len(runs) < 2:
+    return []
+  orders = [
+    tables.ranking({e: tables.mean(run.by_seed(value).values()) for e, run in runs.items()})
+    for _, value in (by_train, by_held_out)
+  ]
+  agree, pairs = tables.same_order(*orders)
+  return [
+    f"Ranked by {by_train[0]} (mean over seeds, best first): {', '.join(orders[0])}; by"
+    f" {by_held_out[0]}: {', '.join(orders[1])}; {agree} of {pairs} pairs in the same order.",
+    "",
+  ]
+
+
+GRADIENT = {
+  "log10 squared bias": "log10_grad_squared_bias",
+  "log10 variance": "log10_grad_variance",
+  "log10 MSE": "log10_grad_mse",
+}
+
+
+def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
+  """The encoder gradient against the exact one, measured at every checkpoint of each seed."""
+  rows, checkpoints = [], set()
+  for estimator, run in runs.items():
+    if not any(member.curve(metric) for member in run.members for metric in GRADIENT.values()):
+      continue  # not measured (only the 8x4 arms measure it)
+    columns = []
+    for metric in GRADIENT.values():
+      per_seed = {}
+      for member in run.members:
+        curve = member.curve(metric)
+        checkpoints.add(len(curve))
+        per_seed[member.seed] = tables.mean(curve.values())
+      columns.append(tables.spread(per_seed.values()))
+    rows.append([estimator, *columns])
+  if not rows:
+    return []
+  counts = "/".join(str(n) for n in sorted(checkpoints))
+  return [
+    "The encoder's gradient against the exact gradient (4096 configurations enumerated), every"
+    f" {BIAS_EVERY:,} steps: each seed's mean over its {counts} measurements, then mean ± sd"
+    " over seeds:",
+    "",
+    *tables.markdown_table(["estimator", *GRADIENT], rows),
+    "",
+  ]
+
+
+def _shape_runs(readings, phase: str, shape: str) -> dict[str, records.Run]:
+  runs = {e: readings.get(f"{phase}/{shape}/{e}") for e in ESTIMATORS}
+  return {e: run for e, run in runs.items() if run is not None}
+
+
 def _published_report(readings) -> Report:
   lines, data = [], []
   for shape in SHAPES:
+    runs = _shape_runs(readings, "published", shape)
+    exact = readings.get(f"published/{shape}/exact")
     rows = []
-    for estimator in (*ESTIMATORS, "exact"):
-      run = readings.get(f"published/{shape}/{estimator}")
-      if run is None:
-        continue
+    for estimator, run in (*runs.items(), *((("exact", exact),) if exact else ())):
       learning_rate, tau, optimizer = categorical_vae.published_hyperparameters(
         "reinmax" if estimator == "exact" else estimator, shape
       )
-      train = run.by_seed(_last_epoch_neg_elbo)
       columns = {
-        "train -ELBO (last epoch)": train,
+        TRAIN[0]: run.by_seed(TRAIN[1]),
         "test -ELBO (1 sample)": run.by_seed("test_nll"),
         "test IWAE-100": run.by_seed("test_nll_M100"),
         "test IWAE-1000": run.by_seed("test_nll_M1000"),
@@ -186,9 +271,20 @@ def _published_report(readings) -> Report:
       header = ["estimator", "lr, tau, optimizer", "evaluations / step", "ms / step", *columns]
       lines += [f"### {shape} (C categories x L variables)", ""]
       lines += tables.markdown_table(header, rows) + [""]
+      lines += _paired_lines(
+        runs,
+        {
+          TRAIN[0]: TRAIN[1],
+          "test -ELBO (1 sample)": "test_nll",
+          "test IWAE-100": "test_nll_M100",
+        },
+      )
+      lines += _ranking_line(runs, TRAIN, ("test IWAE-100", "test_nll_M100"))
+      lines += _gradient_lines({**runs, **({"exact": exact} if exact else {})})
   lines += [
     "Their published numbers are not set beside these: no public copy of the ReinMax paper's"
-    " results table was read here.",
+    " results table could be read here (the grid follows its launchers and its table of"
+    " selected hyperparameters).",
     *readings.missing_lines(),
   ]
   return Report("\n".join(lines) + "\n", data)
@@ -197,12 +293,10 @@ def _published_report(readings) -> Report:
 def _measured_report(readings) -> Report:
   lines, data = [], []
   for shape in SHAPES:
+    runs = _shape_runs(readings, "measured", shape)
     rows = []
-    for estimator in ESTIMATORS:
-      run = readings.get(f"measured/{shape}/{estimator}")
+    for estimator, run in runs.items():
       search = readings.get(f"measured/{shape}/search/{estimator}")
-      if run is None:
-        continue
       tau = search.best("tau") if search else None
       columns = {
         "test IWAE-100": run.by_seed("test_nll"),
@@ -212,15 +306,44 @@ def _measured_report(readings) -> Report:
         [
           estimator,
           "—" if tau is None else f"{tau:g}",
+          estimators.get(estimator).loss_evaluations,
+          _ms_per_step(run),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
       data.append({"shape": shape, "estimator": estimator, "tau": tau, **columns})
     if rows:
+      header = ["estimator", "selected tau", "evaluations / step", "ms / step", *columns]
       lines += [f"### {shape}", ""]
-      lines += tables.markdown_table(["estimator", "selected tau", *columns], rows) + [""]
+      lines += tables.markdown_table(header, rows) + [""]
+      lines += _paired_lines(
+        runs, {"test IWAE-100": "test_nll", "test IWAE-1000": "test_nll_M1000"}
+      )
+      lines += _ranking_line(runs, TRAIN, ("test IWAE-100", "test_nll"))
   lines += list(readings.missing_lines())
   return Report("\n".join(lines) + "\n", data)
+
+
+def _figure(phase: str, bound: str, ylabel: str):
+  """The figure of item 3: each estimator's test bound against the latent shape."""
+
+  def draw(readings, directory: pathlib.Path) -> list[pathlib.Path]:
+    curves = []
+    for estimator in ESTIMATORS:
+      values = {
+        shape: [v for v in run.by_seed(bound).values() if v is not None]
+        for shape in SHAPES
+        if (run := readings.get(f"{phase}/{shape}/{estimator}")) is not None
+      }
+      if any(values.values()):
+        curves.append(figures.ShapeCurve(estimator, values))
+    if not curves:
+      return []
+    path = directory / f"categorical_{phase}.png"
+    title = f"Categorical MNIST VAE, {phase} protocol"
+    return [figures.shape_curves(path, title, SHAPES, curves, ylabel)]
+
+  return draw
 
 
 def get_study(arg: str = "") -> Study:
@@ -234,10 +357,12 @@ def get_study(arg: str = "") -> Study:
       arms=tuple(_measured_arms(RECORDS)),
       report=_measured_report,
       records=RECORDS,
+      figures=_figure("measured", "test_nll", "test IWAE-100 (nats, dynamic binarization)"),
     )
   return Study(
     name="categorical_published",
     arms=tuple(_published_arms()),
     report=_published_report,
     records=RECORDS,
+    figures=_figure("published", "test_nll_M100", "test IWAE-100 (nats, grey-level targets)"),
   )

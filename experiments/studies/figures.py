@@ -57,6 +57,14 @@ class BudgetCurve:
   ms_per_step: float | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class ShapeCurve:
+  """One estimator's test bound on each latent shape: {shape: the seeds' values}."""
+
+  label: str
+  values: Mapping[str, Sequence[float]]
+
+
 def _pyplot():
   try:
     import matplotlib
@@ -141,6 +149,37 @@ def budget_curves(path: pathlib.Path, title: str, rows: Sequence[BudgetCurve]) -
   by_evaluations.set_ylabel("training −ELBO (nats, mean over seeds)")
   by_evaluations.legend(fontsize=8)
   figure.suptitle(title)
+  return _save(figure, path)
+
+
+def shape_curves(
+  path: pathlib.Path,
+  title: str,
+  shapes: Sequence[str],
+  curves: Sequence[ShapeCurve],
+  ylabel: str = "test IWAE-100 (nats)",
+) -> pathlib.Path:
+  """The test bound against the latent shape (in ``shapes``' order): each estimator's mean ±
+  sd over seeds, a line through the shapes it has."""
+  plt = _pyplot()
+  figure, axes = plt.subplots(figsize=(6.4, 4.4))
+  cycle = len(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+  for i, curve in enumerate(curves):
+    held = [(x, _spread(curve.values[s])) for x, s in enumerate(shapes) if curve.values.get(s)]
+    if held:
+      axes.errorbar(
+        [x for x, _ in held],
+        [m for _, (m, _) in held],
+        yerr=[sd for _, (_, sd) in held],
+        fmt="o-" if i < cycle else "s--",  # once the colours repeat
+        capsize=3,
+        label=curve.label,
+      )
+  axes.set_xticks(range(len(shapes)), shapes)
+  axes.set_xlabel("latent shape (C categories x L variables)")
+  axes.set_ylabel(ylabel)
+  axes.set_title(title)
+  axes.legend(fontsize=8)
   return _save(figure, path)
 
 

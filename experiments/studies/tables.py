@@ -96,6 +96,20 @@ def paired(a: Mapping[int, float | None], b: Mapping[int, float | None]) -> Pair
   return Paired(tuple(b[s] - a[s] for s in both), tuple(both), tuple(unpaired))
 
 
+def ranking(means: Mapping[str, float | None]) -> list[str]:
+  """The names with a finite mean, lowest (best bound) first."""
+  kept = {name: m for name, m in means.items() if m is not None and math.isfinite(m)}
+  return sorted(kept, key=kept.__getitem__)
+
+
+def same_order(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+  """(k, n): of the n pairs of names both rankings hold, the k they put in the same order."""
+  common = [name for name in a if name in b]
+  pairs = [(x, y) for i, x in enumerate(common) for y in common[i + 1 :]]
+  agree = sum((a.index(x) < a.index(y)) == (b.index(x) < b.index(y)) for x, y in pairs)
+  return agree, len(pairs)
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -1,12 +1,14 @@
 """configs/studies/categorical.py: the categorical grid as published, then as measured."""
 
+import dataclasses
+import importlib.util
 import json
 
 import pytest
 
 from configs import categorical_vae
 from configs.studies import categorical
-from experiments.studies import launch, page
+from experiments.studies import launch, page, runner, tables
 
 
 def test_the_published_grid_trains_each_estimator_at_its_shapes_published_row():
@@ -67,3 +69,84 @@ def test_the_measured_phase_declares_fresh_seeds_at_the_searched_tau(tmp_path):
 def test_an_unknown_phase_is_one_line():
   with pytest.raises(ValueError, match="takes '', 'published' or 'measured'; got 'x'"):
     page.load_study("configs/studies/categorical.py:x")
+
+
+def _kept_published(records_dir, study, estimator, train, test, gradient=None):
+  """Published 8x4 records of ``estimator``: per seed (0, 1, 2) the last-epoch training bound
+  ``train[seed]``, the test bounds ``test[seed]`` (1 sample; IWAE-100 one nat lower, IWAE-1000
+  two), and at steps 0 and 9600 the gradient metrics ``gradient[seed]`` (log10 values)."""
+  (arm,) = [a for a in study.arms if a.name == f"published/8x4/{estimator}"]
+  config = launch.load_config(arm.config, arm.command_overrides()).to_dict()
+  folder = records_dir / arm.name
+  folder.mkdir(parents=True)
+  (folder / "config.json").write_text(json.dumps(config))
+  steps = config["num_steps"]
+  members, lines = [], []
+  for seed in (0, 1, 2):
+    members.append(
+      {
+        "member": seed,
+        "seed": seed,
+        "test_nll": test[seed],
+        "test_nll_M100": test[seed] - 1,
+        "test_nll_M1000": test[seed] - 2,
+      }
+    )
+    lines += [{"step": steps, "split": "train", "member": seed, "neg_elbo": train[seed]}]
+    for step in (0, 9600) if gradient else ():
+      bias, variance = gradient[seed]
+      lines.append(
+        {
+          "step": step,
+          "split": "train",
+          "member": seed,
+          "log10_grad_squared_bias": bias,
+          "log10_grad_variance": variance + step / 9600,  # 1 higher at the second checkpoint
+          "log10_grad_mse": bias + 1,
+        }
+      )
+  results = {"steps": steps, "training_wall_time_s": 96.0, "training_wall_time_steps": steps}
+  (folder / "results.json").write_text(json.dumps({**results, "members": members}))
+  (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_gradient(tmp_path):
+  study = page.load_study("configs/studies/categorical.py")
+  study = dataclasses.replace(study, arms=study.select(["published/8x4/"]))
+  # ST-GS's training bound is the lowest, GR-MC100's test bound the lowest: the rankings differ.
+  _kept_published(tmp_path, study, "st_gs", {0: 100, 1: 101, 2: 102}, {0: 110, 1: 111, 2: 112})
+  _kept_published(
+    tmp_path,
+    study,
+    "gr_mc100",
+    {0: 101, 1: 103, 2: 102},  # GR − ST-GS: +1, +2, 0
+    {0: 109, 1: 109, 2: 113},  # -1, -2, +1
+    gradient={0: (-3.0, -4.0), 1: (-3.5, -4.5), 2: (-4.0, -5.0)},
+  )
+  _kept_published(tmp_path, study, "reinmax", {0: 104, 1: 104, 2: 104}, {0: 120, 1: 121, 2: 122})
+  readings = runner.read(study, tmp_path / "no_runs", tmp_path)
+  text = study.report(readings).markdown
+  assert (
+    "| gr_mc100 − st_gs | 1.00 ± 1.00 (lower on 0 of 3) | -0.67 ± 1.53 (lower on 2 of 3) |"
+    in (text)
+  )
+  assert "| gr_mc100 − reinmax | -2.00 ± 1.00 (lower on 3 of 3) |" in text
+  assert "gr_mc10 −" not in text and "zgr" not in text.split("Not in the tables")[0]
+  assert (
+    "Ranked by train -ELBO (last epoch) (mean over seeds, best first): st_gs, gr_mc100, reinmax;"
+    " by test IWAE-100: gr_mc100, st_gs, reinmax; 2 of 3 pairs in the same order." in text
+  )
+  # Each seed's mean over its 2 checkpoints (variance -4 and -3 on seed 0: -3.5), then over seeds.
+  assert "each seed's mean over its 2 measurements" in text
+  assert "| gr_mc100 | -3.50 ± 0.50 | -4.00 ± 0.50 | -2.50 ± 0.50 |" in text
+  assert "| st_gs | -" not in text.split("The encoder's gradient")[1]  # not measured: no row
+  if importlib.util.find_spec("matplotlib"):
+    (drawn,) = study.figures(readings, tmp_path / "figures")
+    assert drawn.name == "categorical_published.png" and drawn.stat().st_size > 0
+
+
+def test_rankings_agree_pair_by_pair():
+  assert tables.ranking({"a": 3.0, "b": 1.0, "c": None, "d": float("nan")}) == ["b", "a"]
+  assert tables.same_order(["a", "b", "c"], ["a", "b", "c"]) == (3, 3)
+  assert tables.same_order(["a", "b", "c"], ["c", "b", "a"]) == (0, 3)
+  assert tables.same_order(["a", "b", "c", "d"], ["b", "a", "d"]) == (2, 3)  # c in one only
