@@ -120,6 +120,59 @@ def _references():
       yield _arm(setting, "reference", estimator, seeds=FIELD_SEEDS, records=kept)
 
 
+# What each tuned row is paired against: ST-GS at its best (the paper's claim is that GR is at
+# least as good at each one's best temperature), ZGR (GR's tau -> 0 limit), DisARM and RLOO-2.
+AGAINST = (
+  ("fresh", "st_gs"),
+  ("reference", "zgr"),
+  ("reference", "disarm"),
+  ("reference", "rloo2"),
+)
+
+
+def _comparison_lines(readings) -> list[str]:
+  """Per setting: each tuned row's fresh seeds against ST-GS's and the field's rows, paired by
+  seed (the field's rows hold seeds 0, 1, 2, the fresh ones 1, 2, 3: the seeds both hold), and
+  the row with the lowest mean test bound."""
+  lines = []
+  for setting in SETTINGS:
+    rows, means = [], {}
+    for phase in ("fresh", "reference"):
+      for estimator in (*ESTIMATORS, *REFERENCES):
+        run = readings.get(f"{setting}/{phase}/{estimator}")
+        if run is not None:
+          means[f"{estimator} ({'tuned' if phase == 'fresh' else 'field'})"] = tables.mean(
+            run.by_seed("test_nll").values()
+          )
+    for estimator in ESTIMATORS:
+      tuned = readings.get(f"{setting}/fresh/{estimator}")
+      for phase, other in AGAINST:
+        against = readings.get(f"{setting}/{phase}/{other}")
+        if tuned is None or against is None or (phase, other) == ("fresh", estimator):
+          continue
+        rows.append(
+          [
+            f"{estimator} (tuned) − {other} ({'tuned' if phase == 'fresh' else 'field'})",
+            *(
+              tables.paired(against.by_seed(bound), tuned.by_seed(bound)).cell()
+              for bound in ("test_nll", "test_nll_M1000")
+            ),
+          ]
+        )
+    if not rows:
+      continue
+    best = tables.ranking(means)[0]
+    lines += [
+      "",
+      f"{TITLES[setting]}: the tuned rows paired by seed (negative: the tuned row is lower):",
+      "",
+      *tables.markdown_table(["pair", "test IWAE-100", "test IWAE-1000"], rows),
+      "",
+      f"The lowest mean test IWAE-100 of the {len(means)} rows: {best}, {means[best]:.2f}.",
+    ]
+  return lines
+
+
 def _report(readings) -> Report:
   rows, data = [], {}
   fresh_rows = []
@@ -174,6 +227,7 @@ def _report(readings) -> Report:
     header = ["arm", "tau", "seeds", "test IWAE-100", "test IWAE-1000"]
     header += ["log10 EMA Var at end (DisARM's definition)"]
     lines += tables.markdown_table(header, long_rows)
+  lines += _comparison_lines(readings)
   return Report("\n".join(lines + readings.missing_lines()), data)
 
 

@@ -69,3 +69,34 @@ def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estim
   assert "At the protocol's length (1,000,000 steps):" in report
   assert f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a | - |" in report
   assert f"| {setting}/long/gs | 1 | 0 | 238.50 ± n/a | 237.25 ± n/a | 3.00 ± n/a |" in report
+
+
+def test_the_tuned_rows_are_paired_by_seed_against_st_gs_zgr_and_the_unbiased_rows(tmp_path):
+  tuned = _tuned_module()
+  setting = "nonlinear_dynamic_mnist"
+  # Test bounds by seed: GR-exact's fresh seeds 1, 2, 3 against ST-GS's and the field's ZGR
+  # (seeds 0, 1, 2: paired on 1 and 2).
+  bounds = {
+    ("fresh", "gr_exact"): {1: 240.0, 2: 241.0, 3: 239.0},
+    ("fresh", "st_gs"): {1: 241.0, 2: 243.0, 3: 240.0},  # GR-exact − ST-GS: -1, -2, -1
+    ("reference", "zgr"): {0: 230.0, 1: 240.5, 2: 240.0},  # -0.5, +1
+  }
+  runs, arms = {}, {}
+  for (phase, estimator), by_seed in bounds.items():
+    name = f"{setting}/{phase}/{estimator}"
+    members = [(s, {200: 250.0}, {}, b, b - 1) for s, b in by_seed.items()]
+    runs[name] = records.read_run(write_run(tmp_path / name, members, estimator=estimator))
+    arms[name] = tuned._arm(setting, phase, estimator, labels={"tau": 0.5})
+  report = tuned._report(runner.Readings(runs=runs, missing={}, arms=arms)).markdown
+  assert "non-linear, dynamic MNIST: the tuned rows paired by seed" in report
+  assert (
+    "| gr_exact (tuned) − st_gs (tuned) | -1.33 ± 0.58 (lower on 3 of 3) |"
+    " -1.33 ± 0.58 (lower on 3 of 3) |" in report
+  )
+  assert (
+    "| gr_exact (tuned) − zgr (field) | 0.25 ± 1.06 (lower on 1 of 2); seeds [0, 3] unpaired |"
+    in (report)
+  )
+  assert "| st_gs (tuned) − st_gs" not in report  # a row is not paired with itself
+  # The lowest mean over each row's own seeds: ZGR's (236.83) with its seed 0.
+  assert "The lowest mean test IWAE-100 of the 3 rows: zgr (field), 236.83." in report
