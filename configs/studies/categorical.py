@@ -146,16 +146,14 @@ OTHERS = ("st_gs", "gst", "reinmax", "zgr")
 
 
 def _ms_per_step(run: records.Run) -> str:
-  """The population's training time per step, and the machine it ran on."""
-  seconds, steps = (
-    run.results.get("training_wall_time_s"),
-    run.results.get("training_wall_time_steps"),
-  )
-  if not seconds or not steps:
+  """The population's training time per step over the steps its last process trained (the
+  records' [first, last] step of that segment), and the machine it ran on."""
+  seconds = records.finite(run.results.get("training_wall_time_s"))
+  first, last = run.results.get("training_wall_time_steps") or (0, 0)
+  if not seconds or last <= first:
     return "—"
-  return (
-    f"{1000 * seconds / steps:.1f} ({run.results.get('device', '?')}, {len(run.members)} members)"
-  )
+  device = run.results.get("device", "?")
+  return f"{1000 * seconds / (last - first):.1f} ({device}, {len(run.members)} members)"
 
 
 def _paired_lines(runs: dict[str, records.Run], columns: dict) -> list[str]:
@@ -337,8 +335,8 @@ def _figure(phase: str, bound: str, ylabel: str):
       }
       if any(values.values()):
         curves.append(figures.ShapeCurve(estimator, values))
-    if not curves:
-      return []
+    if len({shape for curve in curves for shape, v in curve.values.items() if v}) < 2:
+      return []  # a curve needs two shapes
     path = directory / f"categorical_{phase}.png"
     title = f"Categorical MNIST VAE, {phase} protocol"
     return [figures.shape_curves(path, title, SHAPES, curves, ylabel)]

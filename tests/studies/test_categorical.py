@@ -71,11 +71,11 @@ def test_an_unknown_phase_is_one_line():
     page.load_study("configs/studies/categorical.py:x")
 
 
-def _kept_published(records_dir, study, estimator, train, test, gradient=None):
-  """Published 8x4 records of ``estimator``: per seed (0, 1, 2) the last-epoch training bound
-  ``train[seed]``, the test bounds ``test[seed]`` (1 sample; IWAE-100 one nat lower, IWAE-1000
-  two), and at steps 0 and 9600 the gradient metrics ``gradient[seed]`` (log10 values)."""
-  (arm,) = [a for a in study.arms if a.name == f"published/8x4/{estimator}"]
+def _kept_published(records_dir, study, estimator, train, test, gradient=None, shape="8x4"):
+  """Published records of ``estimator`` on ``shape``: per seed (0, 1, 2) the last-epoch training
+  bound ``train[seed]``, the test bounds ``test[seed]`` (1 sample; IWAE-100 one nat lower,
+  IWAE-1000 two), and at steps 0 and 9600 the gradient metrics ``gradient[seed]`` (log10)."""
+  (arm,) = [a for a in study.arms if a.name == f"published/{shape}/{estimator}"]
   config = launch.load_config(arm.config, arm.command_overrides()).to_dict()
   folder = records_dir / arm.name
   folder.mkdir(parents=True)
@@ -105,7 +105,13 @@ def _kept_published(records_dir, study, estimator, train, test, gradient=None):
           "log10_grad_mse": bias + 1,
         }
       )
-  results = {"steps": steps, "training_wall_time_s": 96.0, "training_wall_time_steps": steps}
+  # Its last process trained steps 48,000 to 96,000 in 96 s: 2 ms a step.
+  results = {
+    "steps": steps,
+    "training_wall_time_s": 96.0,
+    "training_wall_time_steps": [48_000, steps],
+  }
+  results["device"] = "cpu x1 (cpu)"
   (folder / "results.json").write_text(json.dumps({**results, "members": members}))
   (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -131,6 +137,7 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
     in (text)
   )
   assert "| gr_mc100 − reinmax | -2.00 ± 1.00 (lower on 3 of 3) |" in text
+  assert "| st_gs | 0.0003, 0.5, adam | 1 | 2.0 (cpu x1 (cpu), 3 members) | 101.00 ± 1.00 |" in text
   assert "gr_mc10 −" not in text and "zgr" not in text.split("Not in the tables")[0]
   assert (
     "Ranked by train -ELBO (last epoch) (mean over seeds, best first): st_gs, gr_mc100, reinmax;"
@@ -140,7 +147,12 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
   assert "each seed's mean over its 2 measurements" in text
   assert "| gr_mc100 | -3.50 ± 0.50 | -4.00 ± 0.50 | -2.50 ± 0.50 |" in text
   assert "| st_gs | -" not in text.split("The encoder's gradient")[1]  # not measured: no row
+  assert study.figures(readings, tmp_path / "figures") == []  # one shape: no curve to draw
   if importlib.util.find_spec("matplotlib"):
+    study = page.load_study("configs/studies/categorical.py")
+    study = dataclasses.replace(study, arms=study.select(["published/8x4/", "published/16x12/"]))
+    _kept_published(tmp_path, study, "st", *[{0: 90, 1: 91, 2: 92}] * 2, shape="16x12")
+    readings = runner.read(study, tmp_path / "no_runs", tmp_path)
     (drawn,) = study.figures(readings, tmp_path / "figures")
     assert drawn.name == "categorical_published.png" and drawn.stat().st_size > 0
 
