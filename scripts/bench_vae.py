@@ -16,14 +16,19 @@ ReLU 512/256 one (``relu_mlp``) and the two-stochastic-layer Concrete model
 printed per row (the target: at most 2.2x for ST-GS and GR-MC100). The DisARM
 protocol's Bernoulli VAEs (``bernoulli_linear``, ``bernoulli_nonlinear``) time
 every estimator of ``--estimators`` (the multi-sample ones too) against ST-GS
-in the same run (the targets: RLOO-2 and DisARM at most 2.2x ST-GS). ``--out``
-writes every row as JSON (the leaderboard's ms per step).
+in the same run (the targets: RLOO-2 and DisARM at most 2.2x ST-GS). The categorical track's
+VAE (``categorical_<C>x<L>``, configs/categorical_vae.py) is timed per latent shape. ``--out``
+writes every row as JSON (the leaderboard's and the categorical tables' ms per step).
 
   python -m scripts.bench_vae [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
   python -m scripts.bench_vae --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
     --estimators=st_gs,rloo2,disarm,gr_mc10,gr_mc100,gr_exact,zgr,reinmax,reinforce
+  python -m scripts.bench_vae --models=categorical_8x4,categorical_16x12,categorical_10x30 \
+    --batch_sizes=100 --eval_images=0 --out=records/bench_categorical.json \
+    --estimators=st,st_gs,gr_mc100,gst,reinmax,zgr,gr_mc10,gr_qmc100,rloo2
 """
 
+import functools
 import json
 import pathlib
 import statistics
@@ -37,6 +42,7 @@ from absl import app, flags
 from configs import (
   bernoulli_vae_linear,
   bernoulli_vae_nonlinear,
+  categorical_vae,
   vae_16ary,
   vae_relu_mlp,
   vae_two_layer_16ary,
@@ -53,7 +59,10 @@ _EVAL_IMAGES = flags.DEFINE_integer(
   "eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000, 0 = no evaluation)."
 )
 _MODELS = flags.DEFINE_list(
-  "models", ["concrete", "two_layer"], "concrete (the default), relu_mlp and/or two_layer."
+  "models",
+  ["concrete", "two_layer"],
+  "concrete (the default), relu_mlp, two_layer, bernoulli_linear, bernoulli_nonlinear and/or"
+  " categorical_<shape> (8x4, 4x24, 8x16, 16x12, 64x8, 10x30).",
 )
 _TEST_SIZE = 10_000
 _OUT = flags.DEFINE_string("out", "", "Write every row as JSON to this file.")
@@ -71,6 +80,11 @@ CONFIGS = {
   "two_layer": vae_two_layer_16ary.get_config,
   "bernoulli_linear": bernoulli_vae_linear.get_config,
   "bernoulli_nonlinear": bernoulli_vae_nonlinear.get_config,
+  # The categorical track's VAE, one entry per latent shape (C categories x L variables).
+  **{
+    f"categorical_{shape}": functools.partial(categorical_vae.get_config, shape)
+    for shape in categorical_vae.SHAPES
+  },
 }
 # Every flag value is known before anything is timed (one line otherwise).
 common.choices(_MODELS, CONFIGS)
@@ -124,8 +138,9 @@ def main(argv):
     print("\ntwo layers / one layer, same run (target <= 2.2x for ST-GS and GR-MC100):")
     for row, ms in times["two_layer"].items():
       print(f"  {row}: {ms / times['concrete'][row]:.2f}x")
-  for model in (m for m in times if m.startswith("bernoulli")):
-    print(f"\n{model}: each estimator / ST-GS, same run (target <= 2.2x for RLOO-2 and DisARM):")
+  for model in (m for m in times if m.startswith(("bernoulli", "categorical"))):
+    target = " (target <= 2.2x for RLOO-2 and DisARM)" if model.startswith("bernoulli") else ""
+    print(f"\n{model}: each estimator / ST-GS, same run{target}:")
     for row, ms in times[model].items():
       reference = None if row.startswith("M=") else times[model].get(_st_gs_row(row))
       if reference:

@@ -26,15 +26,19 @@ the estimator's published learning rate and optimizer; then seeds 1, 2, 3 at the
       --out=runs/categorical --data_root=../shared/data
 
 Shapes in the order they are run: 8x4, 16x12, 10x30, then 4x24, 8x16, 64x8. Each table gives
-each estimator's cost: loss evaluations per step, and the population's training milliseconds per
-step on the machine its records name.
+each estimator's cost: loss evaluations per step, and the milliseconds of one training step at
+batch 100 from the bench kept in records/bench_categorical.json (its machine named):
+
+  python -m scripts.bench_vae --models=categorical_8x4,categorical_16x12,categorical_10x30 \
+      --batch_sizes=100 --eval_images=0 --out=records/bench_categorical.json \
+      --estimators=st,st_gs,gr_mc100,gst,reinmax,zgr,gr_mc10,gr_qmc100,rloo2
 """
 
 import dataclasses
 import pathlib
 
 from configs import categorical_vae
-from experiments.studies import figures, records, tables
+from experiments.studies import figures, leaderboard, records, tables
 from experiments.studies.runner import Arm, Report, Study
 from gr_jax import estimators
 
@@ -145,15 +149,15 @@ GR = ("gr_mc10", "gr_mc100", "gr_qmc100")
 OTHERS = ("st_gs", "gst", "reinmax", "zgr")
 
 
-def _ms_per_step(run: records.Run) -> str:
-  """The population's training time per step over the steps its last process trained (the
-  records' [first, last] step of that segment), and the machine it ran on."""
-  seconds = records.finite(run.results.get("training_wall_time_s"))
-  first, last = run.results.get("training_wall_time_steps") or (0, 0)
-  if not seconds or last <= first:
-    return "—"
-  device = run.results.get("device", "?")
-  return f"{1000 * seconds / (last - first):.1f} ({device}, {len(run.members)} members)"
+# The bench's ms per step (scripts/bench_vae.py --models=categorical_<shape> --out=...), measured
+# alone and side by side (the command is in the results page's section).
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "records/bench_categorical.json"
+
+
+def _ms_per_step(timings, shape: str, estimator: str) -> str:
+  """The bench's milliseconds per training step at batch 100, and its machine."""
+  timing = timings.get((f"categorical_{shape}", f"B=100 {estimator}"))
+  return "—" if timing is None else f"{timing[0]:.1f} ({timing[1]})"
 
 
 def _paired_lines(runs: dict[str, records.Run], columns: dict) -> list[str]:
@@ -238,7 +242,7 @@ def _shape_runs(readings, phase: str, shape: str) -> dict[str, records.Run]:
 
 
 def _published_report(readings) -> Report:
-  lines, data = [], []
+  lines, data, timings = [], [], leaderboard.read_bench(BENCH)
   for shape in SHAPES:
     runs = _shape_runs(readings, "published", shape)
     exact = readings.get(f"published/{shape}/exact")
@@ -260,13 +264,19 @@ def _published_report(readings) -> Report:
           "4096 (enumerated)"
           if estimator == "exact"
           else estimators.get(estimator).loss_evaluations,
-          _ms_per_step(run),
+          _ms_per_step(timings, shape, estimator),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
       data.append({"shape": shape, "estimator": estimator, **columns})
     if rows:
-      header = ["estimator", "lr, tau, optimizer", "evaluations / step", "ms / step", *columns]
+      header = [
+        "estimator",
+        "lr, tau, optimizer",
+        "evaluations / step",
+        "bench ms / step",
+        *columns,
+      ]
       lines += [f"### {shape} (C categories x L variables)", ""]
       lines += tables.markdown_table(header, rows) + [""]
       lines += _paired_lines(
@@ -289,7 +299,7 @@ def _published_report(readings) -> Report:
 
 
 def _measured_report(readings) -> Report:
-  lines, data = [], []
+  lines, data, timings = [], [], leaderboard.read_bench(BENCH)
   for shape in SHAPES:
     runs = _shape_runs(readings, "measured", shape)
     rows = []
@@ -305,13 +315,13 @@ def _measured_report(readings) -> Report:
           estimator,
           "—" if tau is None else f"{tau:g}",
           estimators.get(estimator).loss_evaluations,
-          _ms_per_step(run),
+          _ms_per_step(timings, shape, estimator),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
       data.append({"shape": shape, "estimator": estimator, "tau": tau, **columns})
     if rows:
-      header = ["estimator", "selected tau", "evaluations / step", "ms / step", *columns]
+      header = ["estimator", "selected tau", "evaluations / step", "bench ms / step", *columns]
       lines += [f"### {shape}", ""]
       lines += tables.markdown_table(header, rows) + [""]
       lines += _paired_lines(
