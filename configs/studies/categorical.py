@@ -219,7 +219,7 @@ def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
       per_seed = {}
       for member in run.members:
         curve = member.curve(metric)
-        checkpoints.add(len(curve))
+        checkpoints |= {len(curve)} if curve else set()
         per_seed[member.seed] = tables.mean(curve.values())
       columns.append(tables.spread(per_seed.values()))
     rows.append([estimator, *columns])
