@@ -1,5 +1,5 @@
 """The suite's shared set-up: one JAX compilation cache for every test and every CLI it starts,
-compiled at LLVM's optimization level 1.
+compiled at LLVM's optimization level 1 with XLA:CPU's legacy emitters (faster to compile).
 
 The integration tests run the CLI dozens of times on the same tiny configs, and
 most of each run is XLA compiling the same programs again. JAX's persistent

@@ -154,9 +154,9 @@ OTHERS = ("st_gs", "gst", "reinmax", "zgr")
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "records/bench_categorical.json"
 
 
-def _ms_per_step(timings, shape: str, estimator: str) -> str:
-  """The bench's milliseconds per training step at batch 100, and its machine."""
-  timing = timings.get((f"categorical_{shape}", f"B=100 {estimator}"))
+def _ms_per_step(timings, shape: str, estimator: str, run: records.Run) -> str:
+  """The bench's milliseconds per training step at the run's batch size, and its machine."""
+  timing = timings.get((f"categorical_{shape}", f"B={run.config['batch_size']} {estimator}"))
   return "—" if timing is None else f"{timing[0]:.1f} ({timing[1]})"
 
 
@@ -219,7 +219,8 @@ def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
       per_seed = {}
       for member in run.members:
         curve = member.curve(metric)
-        checkpoints |= {len(curve)} if curve else set()
+        if curve:
+          checkpoints.add(len(curve))
         per_seed[member.seed] = tables.mean(curve.values())
       columns.append(tables.spread(per_seed.values()))
     rows.append([estimator, *columns])
@@ -264,7 +265,7 @@ def _published_report(readings) -> Report:
           "4096 (enumerated)"
           if estimator == "exact"
           else estimators.get(estimator).loss_evaluations,
-          _ms_per_step(timings, shape, estimator),
+          _ms_per_step(timings, shape, estimator, run),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
@@ -315,7 +316,7 @@ def _measured_report(readings) -> Report:
           estimator,
           "—" if tau is None else f"{tau:g}",
           estimators.get(estimator).loss_evaluations,
-          _ms_per_step(timings, shape, estimator),
+          _ms_per_step(timings, shape, estimator, run),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )

@@ -128,6 +128,8 @@ AGAINST = (
   ("reference", "disarm"),
   ("reference", "rloo2"),
 )
+# How a row's phase is named in the comparison: tuned here, or the field study's row.
+_SOURCE = {"fresh": "tuned", "reference": "field"}
 
 
 def _comparison_lines(readings) -> list[str]:
@@ -141,9 +143,7 @@ def _comparison_lines(readings) -> list[str]:
       for estimator in (*ESTIMATORS, *REFERENCES):
         run = readings.get(f"{setting}/{phase}/{estimator}")
         if run is not None:
-          means[f"{estimator} ({'tuned' if phase == 'fresh' else 'field'})"] = tables.mean(
-            run.by_seed("test_nll").values()
-          )
+          means[f"{estimator} ({_SOURCE[phase]})"] = tables.mean(run.by_seed("test_nll").values())
     for estimator in ESTIMATORS:
       tuned = readings.get(f"{setting}/fresh/{estimator}")
       for phase, other in AGAINST:
@@ -152,7 +152,7 @@ def _comparison_lines(readings) -> list[str]:
           continue
         rows.append(
           [
-            f"{estimator} (tuned) − {other} ({'tuned' if phase == 'fresh' else 'field'})",
+            f"{estimator} (tuned) − {other} ({_SOURCE[phase]})",
             *(
               tables.paired(against.by_seed(bound), tuned.by_seed(bound)).cell()
               for bound in ("test_nll", "test_nll_M1000")

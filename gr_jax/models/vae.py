@@ -304,9 +304,10 @@ class DiscreteVAE(nnx.Module):
     ):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}.")
-    for name, value, default in (("binary_logits", binary_logits, "two"),):
-      if value != default and arity != 2:
-        raise ValueError(f"{name}={value!r} is for binary latents (arity 2); got arity {arity}.")
+    if binary_logits != "two" and arity != 2:
+      raise ValueError(
+        f"binary_logits={binary_logits!r} is for binary latents (arity 2); got arity {arity}."
+      )
     if not relaxed_prior_tau >= 0:
       raise ValueError(f"relaxed_prior_tau must be >= 0 (0: tau); got {relaxed_prior_tau!r}.")
     latent_dim = num_vars * log2_arity(arity)
