@@ -19,6 +19,7 @@ start_up_signals.quit_while_loading()  # first, before jax loads
 
 import importlib.util
 import pathlib
+import signal
 import sys
 
 from absl import app, flags
@@ -67,10 +68,22 @@ def main(argv):
   start_up_signals.interrupt_while_starting()
   try:
     _study()
+  except launch.Interrupted as e:
+    _interrupted(f"{e}; ", e.signum)
   except (ValueError, launch.LaunchError, records.RecordError) as e:
     sys.exit(f"error: {e}")
   except KeyboardInterrupt:
-    sys.exit("interrupted: the finished arms are kept; run the same command again to go on.")
+    _interrupted("", signal.SIGINT)
+
+
+def _interrupted(what: str, signum: int):
+  """Ends as an interrupted command does (status 128 + signum, which schedulers and shells read
+  as stopped, not failed), with one line."""
+  print(
+    f"interrupted: {what}the finished arms are kept; run the same command again to go on.",
+    file=sys.stderr,
+  )
+  sys.exit(128 + signum)
 
 
 def _study():

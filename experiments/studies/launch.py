@@ -29,8 +29,19 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+_NO_OUTPUT = "no output"
+
+
 class LaunchError(Exception):
   """A run could not be started, or stopped with an error; the message is one line."""
+
+
+class Interrupted(LaunchError):
+  """The run stopped on the stop signal ``signum`` passed on to it (it saved what it had)."""
+
+  def __init__(self, message: str, signum: int):
+    super().__init__(message)
+    self.signum = signum
 
 
 def load_config(config: str, overrides: list[str]):
@@ -102,8 +113,9 @@ def train(
   ``log.txt``. With ``records`` (a directory), the finished run's records are kept there.
 
   SIGINT / SIGTERM received meanwhile (in the main thread) are passed on to the
-  run, which saves a checkpoint and stops, and waited for. A run that fails or
-  is stopped raises LaunchError quoting the run's own last line.
+  run, which saves a checkpoint and stops, and waited for: :class:`Interrupted`
+  when it stopped on one of them. A run that fails otherwise raises LaunchError;
+  both quote the run's own last line.
   """
   steps = load_config(config, overrides).get("num_steps")  # None for an epochs experiment
   workdir.mkdir(parents=True, exist_ok=True)
@@ -116,7 +128,7 @@ def train(
   command = [sys.executable, "-P", "-m", "experiments.main"]
   command += [f"--config={config}", f"--workdir={workdir}", *(f"--config.{o}" for o in overrides)]
   path = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
-  last = ["no output"]
+  last = [_NO_OUTPUT]
   with open(workdir / "log.txt", "a") as log:
     process = subprocess.Popen(
       command,
@@ -128,17 +140,28 @@ def train(
     )
     copier = threading.Thread(target=_copy_output, args=(process.stdout, log, last), daemon=True)
     copier.start()
-    previous = {}
+    previous, received = {}, []
+
+    def pass_on(signum, frame):
+      del frame
+      received.append(signum)
+      process.send_signal(signum)
+
     if threading.current_thread() is threading.main_thread():
-      previous = {
-        s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in STOP_SIGNALS
-      }
+      previous = {s: signal.signal(s, pass_on) for s in STOP_SIGNALS}
     try:
       code = process.wait()
       copier.join()
     finally:
       for stop_signal, handler in previous.items():
         signal.signal(stop_signal, handler)
+  # A run stopped on a signal passed on exits 128 + signum (its own handling), or -signum when the
+  # signal came before Python had set up its handlers.
+  stopped_on = [s for s in received if code in (128 + s, -s)]
+  if stopped_on:
+    name = signal.Signals(stopped_on[0]).name
+    said = last[0] if last[0] != _NO_OUTPUT else f"{name} before it wrote anything"
+    raise Interrupted(f"the run in {workdir} stopped: {said}", stopped_on[0])
   if code:
     raise LaunchError(
       f"the run in {workdir} stopped (exit {code}): {last[0]} (its log: {workdir / 'log.txt'})"
