@@ -892,13 +892,9 @@ def test_gr_exact_closed_form_known_values():
   np.testing.assert_allclose(got, [np.log(2.0) - 0.5, 1.0 / 6.0], rtol=1e-14)
 
 
-def test_gr_exact_float32_rule_against_scipy_over_scales():
-  """The float32 trapezoid rule (81 nodes) against scipy quad in float64, over gaps
-  0..60 and tau 1e-30..1e4. Its worst relative error, 4.5e-6 (321 nodes in float32:
-  2.3e-6), is float32 rounding of the log-space integrand; the bound leaves room."""
+def _scipy_conditional_products(cases):
+  """c / tau = E[s_i s_j | D] / tau by scipy quad in float64, per (ell, tau) of ``cases``."""
   from scipy import integrate
-
-  from gr_jax.estimators._gumbel_rao_exact import _binary_conditional_product
 
   def integrand(z, ell, tau):
     gap = np.logaddexp(0.0, z) / tau
@@ -911,9 +907,6 @@ def test_gr_exact_float32_rule_against_scipy_over_scales():
     )
     return np.exp(log_value)
 
-  cases = list(
-    itertools.product([0.0, 0.3, 2.0, 10.0, 40.0, 60.0], [1e-30, 0.01, 0.25, 0.5, 2.0, 10.0, 1e4])
-  )
   expected = []
   for ell, tau in cases:
     edges = [-400.0, *sorted({ell, min(np.log(tau), 0.0), 0.0}), ell + 400.0]
@@ -923,9 +916,71 @@ def test_gr_exact_float32_rule_against_scipy_over_scales():
         for a, b in zip(edges[:-1], edges[1:])
       )
     )
+  return np.array(expected)
+
+
+def test_gr_exact_float32_rule_against_scipy_over_scales():
+  """The float32 trapezoid rule (81 nodes) against scipy quad in float64, over gaps
+  0..60 and tau 1e-30..1e4. Its worst relative error, 4.5e-6 (321 nodes in float32:
+  2.3e-6), is float32 rounding of the integrand; the bound leaves room."""
+  from gr_jax.estimators._gumbel_rao_exact import _binary_conditional_product
+
+  cases = list(
+    itertools.product([0.0, 0.3, 2.0, 10.0, 40.0, 60.0], [1e-30, 0.01, 0.25, 0.5, 2.0, 10.0, 1e4])
+  )
   ells, taus = (jnp.asarray(column, jnp.float32) for column in zip(*cases))
   got = np.asarray(_binary_conditional_product(ells, taus), np.float64)
-  np.testing.assert_allclose(got, expected, rtol=1e-5)
+  np.testing.assert_allclose(got, _scipy_conditional_products(cases), rtol=1e-5)
+
+
+@pytest.mark.parametrize("tau", [1e-30, 1e-4, 0.01, 0.25, 0.5, 0.7, 0.75])
+def test_gr_exact_table_for_one_tau_against_scipy(tau):
+  """One scalar tau <= 0.75 in float32: the 48-term Chebyshev table in the logit gap against
+  scipy quad, over gaps 0..80 (inside and beyond the table's interval, 25 to 65 long). Its
+  worst relative error, 5.2e-6 (tau 1e-30), is float32 rounding, as the rule's."""
+  from gr_jax.estimators._gumbel_rao_exact import _product_by_table
+
+  ells = [0.0, 1e-3, 0.3, np.log(2.0), 2.0, 5.0, 10.0, 17.0, 25.0, 40.0, 60.0, 64.9, 65.1, 80.0]
+  expected = _scipy_conditional_products([(ell, tau) for ell in ells])
+  got = jax.jit(_product_by_table)(jnp.asarray(ells, jnp.float32), jnp.float32(tau))
+  np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-5)
+
+
+def test_gr_exact_takes_the_table_for_one_tau_only():
+  """The gradient's factor c / tau comes from the table for one scalar tau <= 0.75 in float32
+  (also traced, as under jit), and from the per-variable rule for a tau per variable, above
+  0.75, or in float64; both within float32 rounding of each other."""
+  from gr_jax.estimators._gumbel_rao_exact import _binary_conditional_product, _product_by_table
+
+  logits = jnp.array([[0.3, -0.5], [2.0, -1.0], [-3.0, 1.0], [8.0, 0.0]])
+  g = jnp.array([[1.0, 0.0]] * 4)  # the gradient's first column is c / tau
+
+  def factors(tau, dtype=jnp.float32):
+    cast = logits.astype(dtype)
+    key = jax.random.key(3)
+    sample, grad = vjp_at(estimators.gumbel_rao_exact, key, cast, g.astype(dtype), tau)
+    gaps = jax.nn.logsumexp(cast, -1, keepdims=True) - cast  # logZ - theta, per category
+    ell = jnp.sum(jnp.where(sample == 1.0, 0.0, gaps), -1)  # of the category not sampled
+    return np.asarray(grad[:, 0], np.float64), ell
+
+  got, ell = factors(0.5)
+  np.testing.assert_allclose(got, _product_by_table(ell, jnp.float32(0.5)), rtol=1e-6)
+  traced = jax.jit(
+    lambda tau: jax.vjp(
+      lambda t: estimators.gumbel_rao_exact(jax.random.key(3), t, tau=tau), logits
+    )[1](g)[0]
+  )(0.5)
+  np.testing.assert_allclose(traced[:, 0], got, rtol=1e-6)
+  per_variable, _ = factors(jnp.full((4, 1), 0.5))
+  rule = _binary_conditional_product(ell, jnp.full((4,), 0.5))
+  np.testing.assert_allclose(per_variable, rule, rtol=1e-6)
+  np.testing.assert_allclose(per_variable, got, rtol=1e-5)
+  above, _ = factors(0.8)
+  np.testing.assert_allclose(above, _binary_conditional_product(ell, jnp.full((4,), 0.8)), 1e-6)
+  with jax.enable_x64(True):
+    wide, ell64 = factors(0.5, jnp.float64)
+    rule64 = _binary_conditional_product(ell64, jnp.full((4,), 0.5, jnp.float64))
+    np.testing.assert_allclose(wide, rule64, rtol=1e-12)
 
 
 @pytest.mark.parametrize("sampler", ["mc", "qmc_tent"])
