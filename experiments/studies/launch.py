@@ -129,39 +129,47 @@ def train(
   command += [f"--config={config}", f"--workdir={workdir}", *(f"--config.{o}" for o in overrides)]
   path = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
   last = [_NO_OUTPUT]
-  with open(workdir / "log.txt", "a") as log:
-    process = subprocess.Popen(
-      command,
-      stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT,
-      text=True,
-      errors="replace",
-      env={**os.environ, "PYTHONPATH": path},
-    )
-    copier = threading.Thread(target=_copy_output, args=(process.stdout, log, last), daemon=True)
-    copier.start()
-    previous, received = {}, []
+  # The handlers first: a stop signal from here on reaches the run, also one that comes while the
+  # run's process is being started (sent to it once it exists); none leaves an orphan training.
+  started, received, pending, previous = [], [], [], {}
 
-    def pass_on(signum, frame):
-      del frame
-      received.append(signum)
-      process.send_signal(signum)
+  def pass_on(signum, frame):
+    del frame
+    received.append(signum)
+    if started:
+      started[0].send_signal(signum)
+    else:
+      pending.append(signum)
 
-    if threading.current_thread() is threading.main_thread():
-      previous = {s: signal.signal(s, pass_on) for s in STOP_SIGNALS}
-    try:
+  if threading.current_thread() is threading.main_thread():
+    previous = {s: signal.signal(s, pass_on) for s in STOP_SIGNALS}
+  try:
+    with open(workdir / "log.txt", "a") as log:
+      process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, "PYTHONPATH": path},
+      )
+      started.append(process)
+      while pending:  # (from here on the handler sends them itself)
+        process.send_signal(pending.pop(0))
+      copier = threading.Thread(target=_copy_output, args=(process.stdout, log, last), daemon=True)
+      copier.start()
       code = process.wait()
       copier.join()
-    finally:
-      for stop_signal, handler in previous.items():
-        signal.signal(stop_signal, handler)
-  # A run stopped on a signal passed on exits 128 + signum (its own handling), or -signum when the
-  # signal came before Python had set up its handlers.
-  stopped_on = [s for s in received if code in (128 + s, -s)]
-  if stopped_on:
-    name = signal.Signals(stopped_on[0]).name
+  finally:
+    for stop_signal, handler in previous.items():
+      signal.signal(stop_signal, handler)
+  # A run that a passed-on stop signal ended exits 128 + signum (its own handling), -signum (before
+  # its interpreter handled signals) or 1 with Python's own KeyboardInterrupt (while the interpreter
+  # itself started): stopped by the signal, whichever it is.
+  if code and received:
+    name = signal.Signals(received[0]).name
     said = last[0] if last[0] != _NO_OUTPUT else f"{name} before it wrote anything"
-    raise Interrupted(f"the run in {workdir} stopped: {said}", stopped_on[0])
+    raise Interrupted(f"the run in {workdir} stopped: {said}", received[0])
   if code:
     raise LaunchError(
       f"the run in {workdir} stopped (exit {code}): {last[0]} (its log: {workdir / 'log.txt'})"

@@ -150,10 +150,10 @@ def test_a_stopped_run_is_one_line_and_the_signal_reaches_the_run(tmp_path, stop
   _, stderr = process.communicate(timeout=120)
   last = stderr.strip().splitlines()[-1]
   assert process.returncode == 128 + stop_signal and "Traceback" not in stderr, stderr[-3000:]
-  # The run's own "interrupted: ..." line, or, stopped before Python set up its handlers, the
-  # signal's name.
+  # The run's own "interrupted: ..." line; stopped before its handlers were set up, the signal's
+  # name; while its interpreter itself started, Python's KeyboardInterrupt.
   run = re.escape(str(log.parent))
-  said = f"(interrupted: |{stop_signal.name} before it wrote anything)"
+  said = f"(interrupted: |{stop_signal.name} before it wrote anything|KeyboardInterrupt)"
   assert re.match(f"interrupted: the run in {run} stopped: {said}", last), last
   assert last.endswith("the finished arms are kept; run the same command again to go on."), last
   if stop_signal == signal.SIGTERM:
