@@ -568,7 +568,10 @@ def test_ctrl_c_is_answered_at_once_and_twice_quits_at_once(tmp_path):
   for line in process.stderr:
     if "step 4000/400000" in line:
       break
-  time.sleep(0.5)  # inside the second block
+  deadline = time.monotonic() + 120  # its checkpoint saved (a slow machine takes seconds) ...
+  while not (tmp_path / "checkpoints" / "4000").is_dir() and time.monotonic() < deadline:
+    time.sleep(0.05)
+  time.sleep(0.5)  # ... then inside the second block
   process.send_signal(signal.SIGINT)
   answer = process.stderr.readline()
   assert answer.startswith("SIGINT: stopping after this block at step 8000"), answer
