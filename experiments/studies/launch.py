@@ -152,6 +152,9 @@ def train(
         text=True,
         errors="replace",
         env={**os.environ, "PYTHONPATH": path},
+        # Its own process group: a terminal's Ctrl-C reaches it once, passed on from here, not
+        # also directly (a second SIGINT quits at once, before its checkpoint).
+        process_group=0,
       )
       started.append(process)
       while pending:  # (from here on the handler sends them itself)
@@ -169,7 +172,7 @@ def train(
   if code and received:
     name = signal.Signals(received[0]).name
     said = last[0] if last[0] != _NO_OUTPUT else f"{name} before it wrote anything"
-    raise Interrupted(f"the run in {workdir} stopped: {said}", received[0])
+    raise Interrupted(f"the run in {workdir} stopped: {said.rstrip('.')}", received[0])
   if code:
     raise LaunchError(
       f"the run in {workdir} stopped (exit {code}): {last[0]} (its log: {workdir / 'log.txt'})"
