@@ -34,7 +34,7 @@ from absl import logging
 from jax.experimental import multihost_utils
 from ml_collections import ConfigDict
 
-from experiments import config_checks, log_filter, provenance, workdir
+from experiments import config_checks, log_filter, passed_on_signals, provenance, workdir
 
 REQUESTED = "GR_JAX_DISTRIBUTED"
 _WORKER = "GR_JAX_WORKER"  # set by the supervisor in the training process it starts
@@ -286,34 +286,30 @@ def supervise(argv: list[str], quiet: bool) -> int:
   the lost process.
   """
   command = [sys.executable, "-m", "experiments.main", *argv[1:]]
-  process = subprocess.Popen(
-    command,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
-    errors="replace",
-    env={**os.environ, _WORKER: str(os.getpid())},
-    # Its own process group: a signal sent to the whole job (a scheduler's, a terminal's Ctrl-C)
-    # reaches it once, passed on from here, not twice (a second signal quits at once).
-    process_group=0,
-  )
-  previous = {
-    s: signal.signal(s, lambda signum, frame: process.send_signal(signum)) for s in _STOP_SIGNALS
-  }
-
+  signals = {s: s for s in _STOP_SIGNALS}
   # A closed terminal (SIGHUP, unless nohup ignores it) stops the job as SIGTERM does, with a
   # checkpoint in every process, rather than killing this process and losing it to the others.
-  def hang_up(signum, frame):
-    print("SIGHUP (the terminal closed): stopping the job as for SIGTERM.", file=sys.stderr)
-    process.send_signal(signal.SIGTERM)
-
   if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
-  stdout = threading.Thread(target=_pass_stdout, args=(process.stdout, quiet), daemon=True)
-  stdout.start()
-  shown = _StderrFilter(quiet)
-  recent: list[str] = []
-  try:
+    signals[signal.SIGHUP] = signal.SIGTERM
+  note = {signal.SIGHUP: "SIGHUP (the terminal closed): stopping the job as for SIGTERM."}
+  # The handlers first: a signal while the process is being started is sent to it once it exists.
+  with passed_on_signals.PassOn(signals, note) as pass_on:
+    process = subprocess.Popen(
+      command,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      errors="replace",
+      env={**os.environ, _WORKER: str(os.getpid())},
+      # Its own process group: a signal sent to the whole job (a scheduler's, a terminal's Ctrl-C)
+      # reaches it once, passed on from here, not twice (a second signal quits at once).
+      process_group=0,
+    )
+    pass_on.to(process)
+    stdout = threading.Thread(target=_pass_stdout, args=(process.stdout, quiet), daemon=True)
+    stdout.start()
+    shown = _StderrFilter(quiet)
+    recent: list[str] = []
     for line in process.stderr:
       recent = (recent + [line])[-200:]
       sys.stderr.write(shown.feed(line))
@@ -321,9 +317,6 @@ def supervise(argv: list[str], quiet: bool) -> int:
     code = process.wait()
     sys.stderr.write(shown.rest())
     stdout.join()
-  finally:
-    for stop_signal, handler in previous.items():
-      signal.signal(stop_signal, handler)
   if shown.aborted:
     print(f"error: {_who()} stopped: {_why_stopped(recent)}.", file=sys.stderr)
     return 1

@@ -21,7 +21,7 @@ import time
 from absl import flags
 from ml_collections import config_flags
 
-from experiments import config_checks
+from experiments import config_checks, passed_on_signals
 from experiments.studies import records as records_lib
 from experiments.studies import tables
 
@@ -131,19 +131,7 @@ def train(
   last = [_NO_OUTPUT]
   # The handlers first: a stop signal from here on reaches the run, also one that comes while the
   # run's process is being started (sent to it once it exists); none leaves an orphan training.
-  started, received, pending, previous = [], [], [], {}
-
-  def pass_on(signum, frame):
-    del frame
-    received.append(signum)
-    if started:
-      started[0].send_signal(signum)
-    else:
-      pending.append(signum)
-
-  if threading.current_thread() is threading.main_thread():
-    previous = {s: signal.signal(s, pass_on) for s in STOP_SIGNALS}
-  try:
+  with passed_on_signals.PassOn({s: s for s in STOP_SIGNALS}) as pass_on:
     with open(workdir / "log.txt", "a") as log:
       process = subprocess.Popen(
         command,
@@ -156,16 +144,12 @@ def train(
         # also directly (a second SIGINT quits at once, before its checkpoint).
         process_group=0,
       )
-      started.append(process)
-      while pending:  # (from here on the handler sends them itself)
-        process.send_signal(pending.pop(0))
+      pass_on.to(process)
       copier = threading.Thread(target=_copy_output, args=(process.stdout, log, last), daemon=True)
       copier.start()
       code = process.wait()
       copier.join()
-  finally:
-    for stop_signal, handler in previous.items():
-      signal.signal(stop_signal, handler)
+  received = pass_on.received
   # A run that a passed-on stop signal ended exits 128 + signum (its own handling), -signum (before
   # its interpreter handled signals) or 1 with Python's own KeyboardInterrupt (while the interpreter
   # itself started): stopped by the signal, whichever it is.
