@@ -156,6 +156,8 @@ def train(
   if code and received:
     name = signal.Signals(received[0]).name
     said = last[0] if last[0] != _NO_OUTPUT else f"{name} before it wrote anything"
+    # Its advice to run its command again is left out: the study's own line says what to run.
+    said = re.sub(r"[.;,]?\s*run the same command again[^.;]*\.?$", "", said, flags=re.I)
     raise Interrupted(f"the run in {workdir} stopped: {said.rstrip('.')}", received[0])
   if code:
     raise LaunchError(
