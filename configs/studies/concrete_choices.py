@@ -7,7 +7,7 @@ a config value of model "concrete" (gr_jax.models.vae.DiscreteVAE, experiments/v
 1. ``binary_logits=one``: one logit per binary latent (their appendices B and C.3: a binary node
    is one log-odds with logistic noise), not a two-category softmax with two free logits;
 2. ``encoder_input=2x-1``: the encoder's input in (-1, 1) minus its running average (their
-   appendix D.4 centres "the activity in (-1, 1)^d"), twice today's x minus its average;
+   appendix D.4 centres "the activity in (-1, 1)^d"), twice the default x minus its average;
 3. ``relaxed_kl=concrete``: GS's latent term the Binary Concrete densities of the logistic
    pre-sigmoid variable (appendix C.2's first objective), with the prior's temperature
    ``relaxed_prior_tau`` apart (appendix C.4); GS only (on n-ary latents the ExpConcrete
@@ -17,7 +17,7 @@ a config value of model "concrete" (gr_jax.models.vae.DiscreteVAE, experiments/v
 
 Every arm trains at the depth study's draw (learning rate 5e-3, momentum 0.4, tau 0.64, no weight
 decay), seeds 0, 1, 2, 50,000 steps, IWAE M = 1000 on the fixed 500 validation and 500 test
-images, and pairs by seed with today's model: binary ST-GS with ``kl_estimate=pathwise`` (the KL
+images, and pairs by seed with the default model: binary ST-GS with ``kl_estimate=pathwise`` (the KL
 study's arm, records/kl/binary/st_gs/pathwise) plus each of 1, 2, 4 alone and the three
 together; GS (records/kl/binary/gs/sampled) with 3, its prior at the posterior's tau and at 0.5.
 
@@ -39,14 +39,14 @@ CONCRETE_KL = "relaxed_kl=concrete"
 # group -> (its reference: (arm, overrides, kept records)), then (arm, overrides) for each choice.
 GROUPS = {
   "ST-GS": (
-    ("today", ST_GS, "records/kl/binary/st_gs/pathwise"),
+    ("default", ST_GS, "records/kl/binary/st_gs/pathwise"),
     ("one logit per latent", (*ST_GS, ONE_LOGIT)),
     ("2x-1 input", (*ST_GS, SIGNED_INPUT)),
     ("loss summed over the batch", (*ST_GS, SUMMED)),
     ("the three together", (*ST_GS, ONE_LOGIT, SIGNED_INPUT, SUMMED)),
   ),
   "GS": (
-    ("today", GS, "records/kl/binary/gs/sampled"),
+    ("default", GS, "records/kl/binary/gs/sampled"),
     ("Concrete densities", (*GS, CONCRETE_KL)),
     ("Concrete densities, prior tau 0.5", (*GS, CONCRETE_KL, "relaxed_prior_tau=0.5")),
   ),
@@ -77,7 +77,7 @@ def _report(readings) -> Report:
   lines = [
     "Test and validation bounds of the binary model (IWAE M = 1000, 500 images each), 50,000"
     " steps at learning rate 5e-3, momentum 0.4, tau 0.64; each arm against its group's first"
-    " (today's model), paired by seed:",
+    " (the default model), paired by seed:",
     "",
     *table,
     *readings.missing_lines(),

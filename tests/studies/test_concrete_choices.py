@@ -10,8 +10,8 @@ def test_the_references_are_the_kl_studys_kept_runs_and_each_arm_changes_its_cho
   readings = runner.read(study, tmp_path / "no_runs", ROOT / study.records)
   # The kept references read as these arms' runs: their configs match the arms' overrides (the
   # arms trained since are read from records/concrete_choices beside them).
-  assert {"ST-GS/today", "GS/today"} <= set(readings.runs)
-  assert readings.arms["ST-GS/today"].records == "records/kl/binary/st_gs/pathwise"
+  assert {"ST-GS/default", "GS/default"} <= set(readings.runs)
+  assert readings.arms["ST-GS/default"].records == "records/kl/binary/st_gs/pathwise"
   changed = {}
   for arm in study.arms:
     config = launch.load_config(arm.config, list(arm.command_overrides(())))
