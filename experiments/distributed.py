@@ -294,18 +294,14 @@ def supervise(argv: list[str], quiet: bool) -> int:
   note = {signal.SIGHUP: "SIGHUP (the terminal closed): stopping the job as for SIGTERM."}
   # The handlers first: a signal while the process is being started is sent to it once it exists.
   with passed_on_signals.PassOn(signals, note) as pass_on:
-    process = subprocess.Popen(
+    process = pass_on.start(
       command,
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
       errors="replace",
       env={**os.environ, _WORKER: str(os.getpid())},
-      # Its own process group: a signal sent to the whole job (a scheduler's, a terminal's Ctrl-C)
-      # reaches it once, passed on from here, not twice (a second signal quits at once).
-      process_group=0,
     )
-    pass_on.to(process)
     stdout = threading.Thread(target=_pass_stdout, args=(process.stdout, quiet), daemon=True)
     stdout.start()
     shown = _StderrFilter(quiet)

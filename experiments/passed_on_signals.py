@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 
 class PassOn:
-  """Within its ``with`` block, each signal in ``signals`` is sent on to the child as the signal it
-  maps to (``{SIGHUP: SIGTERM}`` renames one), once :meth:`to` has named the child.
+  """Within its ``with`` block, each signal in ``signals`` is sent on to the child that
+  :meth:`start` starts, as the signal it maps to (``{SIGHUP: SIGTERM}`` renames one).
 
   Args:
     signals: received signal -> the signal the child is sent.
@@ -48,11 +48,16 @@ class PassOn:
     else:
       self._child.send_signal(self._signals[signum])
 
-  def to(self, child: subprocess.Popen) -> None:
-    """Names the child: the signals received so far are sent to it now, the later ones at once."""
+  def start(self, command: list[str], **popen_kwargs) -> subprocess.Popen:
+    """Starts the child (``subprocess.Popen(command, **popen_kwargs)``) in its own process group:
+    a signal sent to the whole job (a scheduler's, a terminal's Ctrl-C) reaches it once, passed on
+    from here, not twice (a second stop signal quits at once, before its checkpoint). The signals
+    received so far are sent to it now, the later ones at once."""
+    child = subprocess.Popen(command, process_group=0, **popen_kwargs)
     self._child = child
     while self._pending:
       child.send_signal(self._pending.pop(0))
+    return child
 
   def __enter__(self) -> PassOn:
     if threading.current_thread() is threading.main_thread():

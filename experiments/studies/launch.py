@@ -133,18 +133,14 @@ def train(
   # run's process is being started (sent to it once it exists); none leaves an orphan training.
   with passed_on_signals.PassOn({s: s for s in STOP_SIGNALS}) as pass_on:
     with open(workdir / "log.txt", "a") as log:
-      process = subprocess.Popen(
+      process = pass_on.start(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
         env={**os.environ, "PYTHONPATH": path},
-        # Its own process group: a terminal's Ctrl-C reaches it once, passed on from here, not
-        # also directly (a second SIGINT quits at once, before its checkpoint).
-        process_group=0,
       )
-      pass_on.to(process)
       copier = threading.Thread(target=_copy_output, args=(process.stdout, log, last), daemon=True)
       copier.start()
       code = process.wait()
