@@ -258,7 +258,11 @@ def _figures(readings, directory: pathlib.Path) -> list[pathlib.Path]:
     ]
     if curves:
       path = directory / f"tuned_{setting}.png"
-      paths.append(figures.temperature_curves(path, f"{title}, {STEPS:,} steps", curves, bands))
+      # One colour per estimator in every setting's figure, whichever rows are kept.
+      drawn = figures.temperature_curves(
+        path, f"{title}, {STEPS:,} steps", curves, bands, colour_order=(*ESTIMATORS, *REFERENCES)
+      )
+      paths.append(drawn)
   return paths
 
 

@@ -88,14 +88,21 @@ def temperature_curves(
   curves: Sequence[TemperatureCurve],
   bands: Sequence[Band] = (),
   ylabel: str = "test IWAE-100 (nats)",
+  colour_order: Sequence[str] = (),
 ) -> pathlib.Path:
   """The test bound against tau (log axis): each search's seed as a line, the selected tau
-  ringed, the fresh seeds' mean ± sd there as an error bar; each band as mean ± sd."""
+  ringed, the fresh seeds' mean ± sd there as an error bar; each band as mean ± sd.
+
+  A label in ``colour_order`` takes the colour of its place there, so that a study's figures
+  draw an estimator in one colour whichever rows are kept; other labels follow them."""
   plt = _pyplot()
   figure, axes = plt.subplots(figsize=(6.4, 4.4))
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-  for i, curve in enumerate(curves):
-    color = colors[i % len(colors)]
+  labels = [*colour_order]
+  labels += [x.label for x in (*curves, *bands) if x.label not in labels]
+  color_of = {label: colors[i % len(colors)] for i, label in enumerate(labels)}
+  for curve in curves:
+    color = color_of[curve.label]
     taus = sorted(curve.search)
     axes.plot(taus, [curve.search[t] for t in taus], "o-", color=color, label=curve.label)
     if curve.selected is not None and curve.selected in curve.search:
@@ -105,8 +112,8 @@ def temperature_curves(
     if curve.selected is not None and curve.fresh:
       mean, sd = _spread(curve.fresh)
       axes.errorbar(curve.selected, mean, yerr=sd, fmt="s", color=color, capsize=4, ms=7)
-  for j, band in enumerate(bands):
-    color = colors[(len(curves) + j) % len(colors)]
+  for band in bands:
+    color = color_of[band.label]
     mean, sd = _spread(band.values)
     axes.axhline(mean, color=color, ls="--", lw=1, label=f"{band.label} (no τ)")
     axes.axhspan(mean - sd, mean + sd, color=color, alpha=0.15, lw=0)

@@ -15,7 +15,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def _capture(monkeypatch, name):
   calls = []
-  monkeypatch.setattr(figures, name, lambda path, title, *args: calls.append((path, *args)) or path)
+  monkeypatch.setattr(
+    figures, name, lambda path, title, *args, **_: calls.append((path, *args)) or path
+  )
   return calls
 
 
@@ -84,6 +86,26 @@ def test_the_figures_are_pngs(tmp_path):
   budgets = figures.budget_curves(tmp_path / "b.png", "title", rows)
   for path in (drawn, budgets):
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000
+
+
+def test_an_estimator_keeps_its_colour_whichever_rows_are_drawn(tmp_path, monkeypatch):
+  """A row added to a study's figure does not repaint the others (the colour is the label's place
+  in the study's order, not the row's)."""
+  drawn = []
+  monkeypatch.setattr(figures, "_save", lambda figure, path: drawn.append(figure) or path)
+  search = {0.1: 245.0, 0.5: 242.0}
+  order = ("st_gs", "gs", "gr_exact", "disarm")
+  gr_exact = figures.TemperatureCurve("gr_exact", search, selected=0.5)
+  disarm = figures.Band("disarm", (242.7, 242.8))
+  for curves in ([gr_exact], [figures.TemperatureCurve("st_gs", search), gr_exact]):
+    figures.temperature_curves(tmp_path / "t.png", "t", curves, [disarm], colour_order=order)
+  colours = [
+    {line.get_label(): line.get_color() for line in figure.axes[0].get_lines()} for figure in drawn
+  ]
+  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+  for by_label in colours:
+    assert by_label["gr_exact"] == cycle[2] and by_label["disarm (no τ)"] == cycle[3]
+  assert colours[1]["st_gs"] == cycle[0]
 
 
 def test_without_matplotlib_the_figures_are_one_line(tmp_path, monkeypatch):
