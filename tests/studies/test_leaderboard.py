@@ -132,6 +132,24 @@ def test_rows_of_other_lengths_or_seeds_are_shown_but_not_compared(tmp_path):
   assert "gr_exact" not in claims
 
 
+def test_a_row_the_bench_has_not_timed_leaves_only_its_own_wall_time_reading(tmp_path):
+  """An untimed row (st_gs_x2, kept before the bench timed it) took the equal-wall-time line and
+  every GR row's wall-time pairing off the page: now only that row leaves them, named."""
+  setting = tmp_path / "records" / "s"
+  for row in ("disarm", "rloo2", "gr_mc10", "st_gs_x2"):
+    simple_run(setting / row, estimator=row)
+  text = _page(tmp_path, [_arm("s", r) for r in ("disarm", "rloo2", "gr_mc10", "st_gs_x2")])
+  assert "| st_gs_x2 | 2 | 200 | 2 |" in text
+  # min(200 x 2 ms, 200 x 4 ms) = 0.4 s: DisARM and RLOO-2 at step 200 (100, 101), GR-MC10 at
+  # step 100 (110, 111).
+  assert (
+    "Train −ELBO at equal wall time (0.40 s of training steps at the bench's ms per step,"
+    " cpu (cpu)): disarm 100.50 ± 0.71; gr_mc10 110.50 ± 0.71; rloo2 100.50 ± 0.71;"
+    " not timed by the bench: st_gs_x2."
+  ) in text
+  assert "gr_mc10 − disarm 10.00 ± 0.00 at equal wall time" in text
+
+
 def test_an_arm_not_finished_is_listed_not_silently_dropped(tmp_path):
   setting = tmp_path / "records" / "s"
   for row in ("disarm", "rloo2"):
