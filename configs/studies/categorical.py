@@ -350,7 +350,7 @@ def _figure(phase: str, bound: str, ylabel: str):
       return []  # a curve needs two shapes
     path = directory / f"categorical_{phase}.png"
     title = f"Categorical MNIST VAE, {phase} protocol"
-    return [figures.shape_curves(path, title, SHAPES, curves, ylabel)]
+    return [figures.shape_curves(path, title, SHAPES, curves, ylabel, colour_order=ESTIMATORS)]
 
   return draw
 

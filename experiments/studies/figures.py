@@ -78,6 +78,23 @@ def _pyplot():
   return plt
 
 
+def _styles(
+  plt, labels: Sequence[str], colour_order: Sequence[str], variants: Mapping[str, str] = {}
+) -> dict[str, tuple[str, bool]]:
+  """Each label's (colour, dashed): the colour of its place in ``colour_order`` (labels not
+  there follow it), so that a study's figures draw an estimator in one colour whichever rows are
+  kept; dashed once the colour cycle repeats. A label of ``variants`` (label -> its base label)
+  takes its base's colour, dashed."""
+  colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  bases = [variants.get(label, label) for label in (*colour_order, *labels)]
+  order = [*dict.fromkeys(bases)]
+  style = {label: (colours[i % len(colours)], i >= len(colours)) for i, label in enumerate(order)}
+  return {
+    label: (style[variants[label]][0], True) if label in variants else style[label]
+    for label in labels
+  }
+
+
 def _spread(values: Sequence[float]) -> tuple[float, float]:
   return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
@@ -93,18 +110,20 @@ def temperature_curves(
   """The test bound against tau (log axis): each search's seed as a line, the selected tau
   ringed, the fresh seeds' mean ± sd there as an error bar; each band as mean ± sd.
 
-  A label in ``colour_order`` takes the colour of its place there, so that a study's figures
-  draw an estimator in one colour whichever rows are kept; other labels follow them."""
+  A label in ``colour_order`` takes the colour of its place there (``_styles``)."""
   plt = _pyplot()
   figure, axes = plt.subplots(figsize=(6.4, 4.4))
-  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-  labels = [*colour_order]
-  labels += [x.label for x in (*curves, *bands) if x.label not in labels]
-  color_of = {label: colors[i % len(colors)] for i, label in enumerate(labels)}
+  styles = _styles(plt, [x.label for x in (*curves, *bands)], colour_order)
   for curve in curves:
-    color = color_of[curve.label]
+    color, dashed = styles[curve.label]
     taus = sorted(curve.search)
-    axes.plot(taus, [curve.search[t] for t in taus], "o-", color=color, label=curve.label)
+    axes.plot(
+      taus,
+      [curve.search[t] for t in taus],
+      "s--" if dashed else "o-",
+      color=color,
+      label=curve.label,
+    )
     if curve.selected is not None and curve.selected in curve.search:
       axes.plot(
         curve.selected, curve.search[curve.selected], "o", ms=12, mfc="none", mec=color, mew=1.5
@@ -113,7 +132,7 @@ def temperature_curves(
       mean, sd = _spread(curve.fresh)
       axes.errorbar(curve.selected, mean, yerr=sd, fmt="s", color=color, capsize=4, ms=7)
   for band in bands:
-    color = color_of[band.label]
+    color, _ = styles[band.label]
     mean, sd = _spread(band.values)
     axes.axhline(mean, color=color, ls="--", lw=1, label=f"{band.label} (no τ)")
     axes.axhspan(mean - sd, mean + sd, color=color, alpha=0.15, lw=0)
@@ -125,22 +144,30 @@ def temperature_curves(
   return _save(figure, path)
 
 
-def budget_curves(path: pathlib.Path, title: str, rows: Sequence[BudgetCurve]) -> pathlib.Path:
+def budget_curves(
+  path: pathlib.Path,
+  title: str,
+  rows: Sequence[BudgetCurve],
+  colour_order: Sequence[str] = (),
+  variants: Mapping[str, str] = {},
+) -> pathlib.Path:
   """The training negative ELBO against loss evaluations (left) and against seconds of training
-  steps at the bench's ms per step (right), one curve per row."""
+  steps at the bench's ms per step (right), one curve per row; a label in ``colour_order`` takes
+  the colour of its place there, a variant its base's, dashed (``_styles``)."""
   plt = _pyplot()
   figure, (by_evaluations, by_seconds) = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
-  cycle = len(_pyplot().rcParams["axes.prop_cycle"].by_key()["color"])
-  for i, row in enumerate(rows):
+  styles = _styles(plt, [row.label for row in rows], colour_order, variants)
+  for row in rows:
     steps = sorted(row.curve)
     values = [row.curve[s] for s in steps]
-    style = "-" if i < cycle else "--"  # once the colours repeat
-    (line,) = by_evaluations.plot(
-      [s * row.evaluations for s in steps], values, style, label=row.label
+    color, dashed = styles[row.label]
+    style = "--" if dashed else "-"
+    by_evaluations.plot(
+      [s * row.evaluations for s in steps], values, style, color=color, label=row.label
     )
     if row.ms_per_step is not None:
       seconds = [s * row.ms_per_step / 1e3 for s in steps]
-      by_seconds.plot(seconds, values, style, color=line.get_color())
+      by_seconds.plot(seconds, values, style, color=color)
   # The end of training is what the crossings are about: the y axis from the lowest value to
   # the highest value any row has at a tenth of its steps.
   tops = [
@@ -165,20 +192,24 @@ def shape_curves(
   shapes: Sequence[str],
   curves: Sequence[ShapeCurve],
   ylabel: str = "test IWAE-100 (nats)",
+  colour_order: Sequence[str] = (),
 ) -> pathlib.Path:
   """The test bound against the latent shape (in ``shapes``' order): each estimator's mean ±
-  sd over seeds, a line through the shapes it has."""
+  sd over seeds, a line through the shapes it has; a label in ``colour_order`` takes the colour
+  of its place there (``_styles``)."""
   plt = _pyplot()
   figure, axes = plt.subplots(figsize=(6.4, 4.4))
-  cycle = len(plt.rcParams["axes.prop_cycle"].by_key()["color"])
-  for i, curve in enumerate(curves):
+  styles = _styles(plt, [curve.label for curve in curves], colour_order)
+  for curve in curves:
     held = [(x, _spread(curve.values[s])) for x, s in enumerate(shapes) if curve.values.get(s)]
     if held:
+      color, dashed = styles[curve.label]
       axes.errorbar(
         [x for x, _ in held],
         [m for _, (m, _) in held],
         yerr=[sd for _, (_, sd) in held],
-        fmt="o-" if i < cycle else "s--",  # once the colours repeat
+        fmt="s--" if dashed else "o-",
+        color=color,
         capsize=3,
         label=curve.label,
       )

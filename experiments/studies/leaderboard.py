@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import json
 import pathlib
+import re
 import statistics
 from collections.abc import Mapping
 
@@ -30,6 +31,8 @@ DATASETS = {
   "binarized_mnist": "static binarized MNIST",
 }
 VARIANCE_STEPS = (10_000, -1)  # -1: the last step
+# The field's row names of an estimator at another tau or averaged over M draws.
+_VARIANT = re.compile(r"(_tau[0-9.]+|_x[0-9]+)$")
 
 
 def _final_neg_elbo(member: records.Member, steps: int) -> float | None:
@@ -200,6 +203,10 @@ def draw_budgets(
   over seeds) against loss evaluations and against seconds at the bench's ms per step: the curves
   behind the equal-evaluation and equal-wall-time lines."""
   timings_by_row = _timings(bench)
+  # One colour per row in every setting's figure: its place in the study's declared rows; a row
+  # at another tau or averaged over draws (reinmax_tau1.1, st_gs_x2): its estimator's, dashed.
+  declared = [arm.labels["row"] for arm in readings.arms.values()]
+  variants = {row: base for row in declared if (base := _VARIANT.sub("", row)) != row}
   paths = []
   for setting, runs in _by_setting(readings).items():
     rows = []
@@ -216,7 +223,8 @@ def draw_budgets(
         )
       )
     title = _title(next(iter(runs.values())).config)
-    paths.append(figures.budget_curves(directory / f"leaderboard_{setting}.png", title, rows))
+    path = directory / f"leaderboard_{setting}.png"
+    paths.append(figures.budget_curves(path, title, rows, declared, variants))
   return paths
 
 

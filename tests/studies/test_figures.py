@@ -8,7 +8,7 @@ import pytest
 
 from experiments.studies import figures, leaderboard, page, runner
 from tests.cli import ROOT
-from tests.studies.canned import write_run
+from tests.studies.canned import simple_run, write_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -64,8 +64,10 @@ def test_the_budget_figure_puts_each_compared_row_on_evaluations_and_seconds(tmp
   )
   calls = _capture(monkeypatch, "budget_curves")
   leaderboard.draw_budgets(readings, tmp_path / "figures", str(bench))
-  [(path, rows)] = calls
+  [(path, rows, declared, variants)] = calls
   assert path == tmp_path / "figures" / "leaderboard_s.png"
+  # The colours follow the study's declared rows, whichever are drawn.
+  assert (declared, variants) == (["disarm", "st_gs", "zgr"], {})
   by_label = {row.label: row for row in rows}
   assert sorted(by_label) == ["disarm", "st_gs"]
   # Mean over the two seeds; DisARM's two evaluations a step; ST-GS has no bench row.
@@ -106,6 +108,89 @@ def test_an_estimator_keeps_its_colour_whichever_rows_are_drawn(tmp_path, monkey
   for by_label in colours:
     assert by_label["gr_exact"] == cycle[2] and by_label["disarm (no τ)"] == cycle[3]
   assert colours[1]["st_gs"] == cycle[0]
+
+
+def _drawn_colours(monkeypatch, draw):
+  """{label: (colour, linestyle)} of each figure ``draw`` makes, from its first axes' lines (an
+  error bar's label is its container's)."""
+  drawn = []
+  monkeypatch.setattr(figures, "_save", lambda figure, path: drawn.append(figure) or path)
+  draw()
+  style = lambda line: (line.get_color(), line.get_linestyle())  # noqa: E731
+  colours = []
+  for figure in drawn:
+    axes = figure.axes[0]
+    by_label = {line.get_label(): style(line) for line in axes.get_lines()}
+    by_label |= {bars.get_label(): style(bars.lines[0]) for bars in axes.containers}
+    colours.append(by_label)
+  return colours
+
+
+def _budget(label):
+  return figures.BudgetCurve(label, {100: 300.0, 1000: 250.0}, evaluations=1, ms_per_step=2.0)
+
+
+def _shape(label):
+  return figures.ShapeCurve(label, {"8x4": (110.0, 111.0), "16x12": (100.0, 101.0)})
+
+
+def test_the_leaderboard_and_categorical_figures_keep_an_estimators_colour(tmp_path, monkeypatch):
+  """The twins of the temperature figure's fix: the budget and shape figures coloured rows by
+  their index among the rows drawn, so a kept row repainted the ones after it."""
+  order = ("disarm", "rloo2", "st_gs", "gr_exact")
+  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+
+  def draw():
+    for labels in (["gr_exact"], ["st_gs", "gr_exact"]):
+      figures.budget_curves(
+        tmp_path / "b.png", "t", [_budget(x) for x in labels], colour_order=order
+      )
+      figures.shape_curves(
+        tmp_path / "s.png", "t", ["8x4", "16x12"], [_shape(x) for x in labels], colour_order=order
+      )
+
+  for by_label in _drawn_colours(monkeypatch, draw):
+    assert by_label["gr_exact"][0] == cycle[3]
+    assert by_label.get("st_gs", (cycle[2],))[0] == cycle[2]
+
+
+def test_a_row_at_another_tau_or_averaged_takes_its_estimators_colour_dashed(tmp_path, monkeypatch):
+  """st_gs_x2 was drawn in RLOO-2's colour (dashed: the 12th row): a variant of an estimator
+  (the field's ``_tau<t>`` and ``_x<M>`` rows) now takes that estimator's colour, dashed."""
+  estimator_of = {"disarm": "disarm", "st_gs": "st_gs", "st_gs_x2": "st_gs_x2"}
+  estimator_of |= {"reinmax": "reinmax", "reinmax_tau1.1": "reinmax"}
+  arms = []
+  for row, estimator in estimator_of.items():
+    simple_run(tmp_path / "records" / "s" / row, estimator=estimator)
+    arms.append(runner.Arm(f"s/{row}", "unused.py", labels={"setting": "s", "row": row}))
+  study = runner.Study("leaderboard", tuple(arms), report=lambda r: None)
+  readings = runner.read(study, tmp_path / "out", tmp_path / "records")
+  calls = _capture(monkeypatch, "budget_curves")
+  leaderboard.draw_budgets(readings, tmp_path / "figures")
+  [(_, _, declared, variants)] = calls
+  assert variants == {"st_gs_x2": "st_gs", "reinmax_tau1.1": "reinmax"}
+  monkeypatch.undo()
+  labels = ("st_gs_x2", "reinmax_tau1.1")  # drawn without their estimators: the colours hold
+  [by_label] = _drawn_colours(
+    monkeypatch,
+    lambda: figures.budget_curves(
+      tmp_path / "b.png", "t", [_budget(x) for x in labels], declared, variants
+    ),
+  )
+  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+  assert by_label == {"st_gs_x2": (cycle[1], "--"), "reinmax_tau1.1": (cycle[2], "--")}
+
+
+def test_once_the_colours_repeat_the_lines_are_dashed(tmp_path, monkeypatch):
+  labels = [f"row{i}" for i in range(12)]
+  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+  assert len(cycle) == 10  # matplotlib's default cycle: rows 10 and 11 reuse colours 0 and 1
+  [by_label] = _drawn_colours(
+    monkeypatch,
+    lambda: figures.budget_curves(tmp_path / "b.png", "t", [_budget(x) for x in labels]),
+  )
+  assert by_label["row1"] == (cycle[1], "-")
+  assert by_label["row11"] == (cycle[1], "--")
 
 
 def test_without_matplotlib_the_figures_are_one_line(tmp_path, monkeypatch):
