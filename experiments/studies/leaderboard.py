@@ -33,6 +33,7 @@ DATASETS = {
 VARIANCE_STEPS = (10_000, -1)  # -1: the last step
 # The field's row names of an estimator at another tau or averaged over M draws.
 _VARIANT = re.compile(r"(_tau[0-9.]+|_x[0-9]+)$")
+_DRAWS = re.compile(r"_x[0-9]+$")
 
 
 def _final_neg_elbo(member: records.Member, steps: int) -> float | None:
@@ -310,8 +311,10 @@ def _test_by_seed(runs, num_samples: int, seeds: list) -> list[str]:
   if "disarm" in runs:
     groups.append(("against DisARM", [(n, "disarm") for n in runs if n != "disarm"]))
   groups.append((f"the lowest ({best}) against the others", [(best, n) for n in runs if n != best]))
-  if "st_gs" in runs and (gr_rows := _gr_rows(runs)):
-    groups.append(("GR against ST-GS", [(n, "st_gs") for n in gr_rows]))
+  # Each GR row against the ST-GS row of as many draws per step (gr_exact_x2 - st_gs_x2).
+  st_gs_of = {n: "st_gs" + (m.group() if (m := _DRAWS.search(n)) else "") for n in _gr_rows(runs)}
+  if gr_pairs := [(n, st_gs) for n, st_gs in st_gs_of.items() if st_gs in runs]:
+    groups.append(("GR against ST-GS", gr_pairs))
   lines = []
   for title, pairs in groups:
     cells = []

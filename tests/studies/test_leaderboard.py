@@ -150,6 +150,19 @@ def test_a_row_the_bench_has_not_timed_leaves_only_its_own_wall_time_reading(tmp
   assert "gr_mc10 − disarm 10.00 ± 0.00 at equal wall time" in text
 
 
+def test_an_averaged_gr_row_is_paired_with_the_averaged_st_gs_row(tmp_path):
+  """gr_mc10_x2 (two draws a step) against ST-GS of one draw would mix budgets: it is paired with
+  st_gs_x2, the single-draw GR row with st_gs."""
+  setting = tmp_path / "records" / "s"
+  rows = ("disarm", "st_gs", "st_gs_x2", "gr_mc10", "gr_mc10_x2")
+  for row in rows:
+    simple_run(setting / row, estimator=row)
+  text = _page(tmp_path, [_arm("s", r) for r in rows])
+  line = next(x for x in text.splitlines() if "GR against ST-GS" in x)
+  assert "gr_mc10 − st_gs +0.00, +0.00" in line and "gr_mc10_x2 − st_gs_x2 +0.00, +0.00" in line
+  assert "gr_mc10_x2 − st_gs " not in line
+
+
 def test_an_arm_not_finished_is_listed_not_silently_dropped(tmp_path):
   setting = tmp_path / "records" / "s"
   for row in ("disarm", "rloo2"):
