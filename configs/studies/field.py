@@ -84,7 +84,9 @@ HEADER = [
   "What: every estimator on the DisARM protocol's Bernoulli VAEs, 3 seeds each; train −ELBO is"
   " the mean of the last 1 % of steps, test the IWAE bounds on the test images (binarized once,"
   " seeded), lower is better, mean ± sd over seeds; log10 Var the trace of the inference"
-  " network's gradient covariance over 100 draws on a fixed batch.",
+  " network's gradient covariance over 100 draws on a fixed batch. A row `<name>_x2` averages"
+  " a one-evaluation estimator over two independent draws a step (two loss evaluations, as"
+  " DisARM's and RLOO-2's).",
   "",
   f"Command: `{COMMAND}` (generated: every number below from the records).",
   "",
