@@ -23,7 +23,12 @@
 #   git clone . /tmp/try && rm -r /tmp/try/records/categorical && \
 #     GR_JAX_TRY=1 bash /tmp/try/scripts/gpu_studies.sh /tmp/try_out ../shared/data 600
 # On the device (`run`; ml_collections and tensorboardX as wheels in .whl/, the two datasets
-# copied to .data/, both ignored through .git/info/exclude and named in carry):
+# copied to .data/, both ignored through .git/info/exclude and named in carry), prepared here by
+#   printf '/.whl/\n/.data/\n' >> .git/info/exclude && mkdir -p .data && \
+#     cp -r ../shared/data/mnist ../shared/data/fashion_mnist .data/ && \
+#     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       --platform manylinux2014_x86_64 -d .whl ml_collections tensorboardX
+# and run there as
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
 #     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site && \
 #     bash scripts/gpu_studies.sh $OUT .data 480
