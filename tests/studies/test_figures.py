@@ -90,26 +90,6 @@ def test_the_figures_are_pngs(tmp_path):
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000
 
 
-def test_an_estimator_keeps_its_colour_whichever_rows_are_drawn(tmp_path, monkeypatch):
-  """A row added to a study's figure does not repaint the others (the colour is the label's place
-  in the study's order, not the row's)."""
-  drawn = []
-  monkeypatch.setattr(figures, "_save", lambda figure, path: drawn.append(figure) or path)
-  search = {0.1: 245.0, 0.5: 242.0}
-  order = ("st_gs", "gs", "gr_exact", "disarm")
-  gr_exact = figures.TemperatureCurve("gr_exact", search, selected=0.5)
-  disarm = figures.Band("disarm", (242.7, 242.8))
-  for curves in ([gr_exact], [figures.TemperatureCurve("st_gs", search), gr_exact]):
-    figures.temperature_curves(tmp_path / "t.png", "t", curves, [disarm], colour_order=order)
-  colours = [
-    {line.get_label(): line.get_color() for line in figure.axes[0].get_lines()} for figure in drawn
-  ]
-  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
-  for by_label in colours:
-    assert by_label["gr_exact"] == cycle[2] and by_label["disarm (no τ)"] == cycle[3]
-  assert colours[1]["st_gs"] == cycle[0]
-
-
 def _drawn_colours(monkeypatch, draw):
   """{label: (colour, linestyle)} of each figure ``draw`` makes, from its first axes' lines (an
   error bar's label is its container's)."""
@@ -126,6 +106,29 @@ def _drawn_colours(monkeypatch, draw):
   return colours
 
 
+def _cycle():
+  return figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def test_an_estimator_keeps_its_colour_whichever_rows_are_drawn(tmp_path, monkeypatch):
+  """A row added to a study's figure does not repaint the others (the colour is the label's place
+  in the study's order, not the row's)."""
+  search = {0.1: 245.0, 0.5: 242.0}
+  order = ("st_gs", "gs", "gr_exact", "disarm")
+  gr_exact = figures.TemperatureCurve("gr_exact", search, selected=0.5)
+  disarm = figures.Band("disarm", (242.7, 242.8))
+
+  def draw():
+    for curves in ([gr_exact], [figures.TemperatureCurve("st_gs", search), gr_exact]):
+      figures.temperature_curves(tmp_path / "t.png", "t", curves, [disarm], colour_order=order)
+
+  colours = _drawn_colours(monkeypatch, draw)
+  cycle = _cycle()
+  for by_label in colours:
+    assert by_label["gr_exact"][0] == cycle[2] and by_label["disarm (no τ)"][0] == cycle[3]
+  assert colours[1]["st_gs"][0] == cycle[0]
+
+
 def _budget(label):
   return figures.BudgetCurve(label, {100: 300.0, 1000: 250.0}, evaluations=1, ms_per_step=2.0)
 
@@ -138,7 +141,7 @@ def test_the_leaderboard_and_categorical_figures_keep_an_estimators_colour(tmp_p
   """The twins of the temperature figure's fix: the budget and shape figures coloured rows by
   their index among the rows drawn, so a kept row repainted the ones after it."""
   order = ("disarm", "rloo2", "st_gs", "gr_exact")
-  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+  cycle = _cycle()
 
   def draw():
     for labels in (["gr_exact"], ["st_gs", "gr_exact"]):
@@ -177,13 +180,13 @@ def test_a_row_at_another_tau_or_averaged_takes_its_estimators_colour_dashed(tmp
       tmp_path / "b.png", "t", [_budget(x) for x in labels], declared, variants
     ),
   )
-  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+  cycle = _cycle()
   assert by_label == {"st_gs_x2": (cycle[1], "--"), "reinmax_tau1.1": (cycle[2], "--")}
 
 
 def test_once_the_colours_repeat_the_lines_are_dashed(tmp_path, monkeypatch):
   labels = [f"row{i}" for i in range(12)]
-  cycle = figures._pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+  cycle = _cycle()
   assert len(cycle) == 10  # matplotlib's default cycle: rows 10 and 11 reuse colours 0 and 1
   [by_label] = _drawn_colours(
     monkeypatch,
