@@ -33,7 +33,6 @@ DATASETS = {
 VARIANCE_STEPS = (10_000, -1)  # -1: the last step
 # The field's row names of an estimator at another tau or averaged over M draws.
 _VARIANT = re.compile(r"(_tau[0-9.]+|_x[0-9]+)$")
-_DRAWS = re.compile(r"_x[0-9]+$")
 
 
 def _final_neg_elbo(member: records.Member, steps: int) -> float | None:
@@ -312,7 +311,8 @@ def _test_by_seed(runs, num_samples: int, seeds: list) -> list[str]:
     groups.append(("against DisARM", [(n, "disarm") for n in runs if n != "disarm"]))
   groups.append((f"the lowest ({best}) against the others", [(best, n) for n in runs if n != best]))
   # Each GR row against the ST-GS row of as many draws per step (gr_exact_x2 - st_gs_x2).
-  st_gs_of = {n: "st_gs" + (m.group() if (m := _DRAWS.search(n)) else "") for n in _gr_rows(runs)}
+  draws = {n: estimators.get(runs[n].estimator).draws for n in _gr_rows(runs)}
+  st_gs_of = {n: "st_gs" if d == 1 else f"st_gs_x{d}" for n, d in draws.items()}
   if gr_pairs := [(n, st_gs) for n, st_gs in st_gs_of.items() if st_gs in runs]:
     groups.append(("GR against ST-GS", gr_pairs))
   lines = []
