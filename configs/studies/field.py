@@ -94,11 +94,12 @@ HEADER = [
 ]
 FOOTER = [
   "",
-  "## The DisARM paper's own numbers",
+  "## The published numbers",
   "",
   "Not beside ours: the stored copy of Dong, Mnih & Tucker (2020) that this project can read holds"
   " its opening and figure captions only; its results are curves (Figures 5-6) and an appendix"
-  " table, neither readable here. Nothing of theirs is typed in by hand.",
+  " table, neither readable here; the stored copies of RODEO (Shi et al. 2022), the other paper"
+  " measured on this protocol, return its opening only. Nothing of theirs is typed in by hand.",
 ]
 
 
