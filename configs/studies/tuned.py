@@ -13,7 +13,8 @@ bounds are the reported numbers (no selection bias in what is reported).
 Protocol length (``OUT/<setting>/long/<estimator>``, LONG_SETTINGS): DisARM, RLOO-2 and the
 two tuned estimators with the lowest mean fresh-seed test bound (declared once all five fresh
 arms of the setting are kept, at their selected tau) train LONG_STEPS steps, seed 0 first, with
-the DisARM code's variance column (``variance_ema_decay=0.999``) beside the bounds.
+the DisARM code's variance column (``variance_ema_decay=0.999``) beside the bounds; every arm
+of the dynamic MNIST settings logs it as well (configs/studies/field.py: EMA_SETTINGS).
 
 A search's fresh-seed arm (``OUT/<setting>/fresh/<estimator>``) is declared once the search's
 records are kept (in RECORDS), at the tau they select; the tables report both phases. The
@@ -25,6 +26,7 @@ records/field) as bands.
 import math
 import pathlib
 
+from configs.studies.field import EMA_SETTINGS, EMA_VARIANCE
 from experiments.studies import figures, records, tables
 from experiments.studies.runner import Arm, Report, Study
 
@@ -53,9 +55,6 @@ LONG_SETTINGS = ("nonlinear_fashion_mnist", "nonlinear_dynamic_mnist")
 LONG_STEPS = 1_000_000  # the protocol's length (about 9 h per member on one core of this CPU)
 LONG_SEEDS = (0,)
 LONG = {"steps": LONG_STEPS, "seeds": LONG_SEEDS}
-# The DisARM code's variance column (their plots are of 10^6-step runs): moving averages over
-# steps of the encoder gradient and its square, logged as ema_grad_variance.
-EMA_VARIANCE = ("variance_ema_decay=0.999",)
 UNBIASED = ("disarm", "rloo2")
 TITLES = {
   "nonlinear_fashion_mnist": "non-linear, Fashion-MNIST",
@@ -70,10 +69,13 @@ def _arm(setting, phase, estimator, *overrides, steps=STEPS, seeds=FRESH_SEEDS, 
   """``<setting>/<phase>/<estimator>``: the estimator on the setting's config for ``steps``."""
   config, dataset = SETTINGS[setting]
   labels = {"setting": setting, "estimator": estimator, "phase": phase}
+  # The DisARM code's variance column: on the long arms (their plots are of 10^6-step runs), and
+  # on every arm of the settings the field study logs it on.
+  ema = EMA_VARIANCE if phase == "long" or setting in EMA_SETTINGS else ()
   return Arm(
     name=f"{setting}/{phase}/{estimator}",
     config=config,
-    overrides=(f"estimator={estimator}", f"num_steps={steps}", *overrides),
+    overrides=(f"estimator={estimator}", f"num_steps={steps}", *ema, *overrides),
     seeds=seeds,
     dataset_dir=dataset,
     labels={**labels, **fields.pop("labels", {})},
@@ -110,7 +112,7 @@ def _long_arms(records_dir: str):
     rows = [(e, ()) for e in UNBIASED]
     rows += [(e, (f"tau={tau}",)) for e, tau in _best_tuned(records_dir, setting, 2)]
     for estimator, overrides in rows:
-      yield _arm(setting, "long", estimator, *EMA_VARIANCE, *overrides, **LONG)
+      yield _arm(setting, "long", estimator, *overrides, **LONG)
 
 
 def _references():

@@ -3,7 +3,8 @@
 Per setting (an arm's ``labels["setting"]``; its row name is ``labels["row"]``):
 loss evaluations per step (the registry's), steps, seeds, the training negative
 ELBO (the mean of the last 1 % of steps), the test bounds, the inference
-network's gradient variance at fixed steps and ms per step (a bench file's);
+network's gradient variance at fixed steps (and, where the setting's runs log it, the
+DisARM code's moving-average variance at the same steps) and ms per step (a bench file's);
 then, paired by seed, DisARM against RLOO-2, every row at equal loss evaluations
 and at equal wall time, each GR row against the unbiased estimators, and the
 test bound's differences seed by seed. Rows are compared only with rows of the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import pathlib
 import re
 import statistics
@@ -92,6 +94,13 @@ def _timing(timings_by_row, config: Mapping, estimator: str) -> tuple[float, str
   return timings_by_row.get((config["model"], f"B={config['batch_size']} {estimator}"))
 
 
+def _variances(run: records.Run, step: int, metric: str = "log10_grad_variance") -> list[float]:
+  """Each member's ``metric`` at ``step`` (-1: the last), where it was measured (a step not
+  measured is no value, not a divergence)."""
+  at = run.steps if step < 0 else step
+  return [v for m in run.members if (v := m.curve(metric).get(at)) is not None]
+
+
 def _title(config: Mapping) -> str:
   model = MODELS.get(config["model"], config["model"])
   return f"{model}, {DATASETS.get(config['dataset'], config['dataset'])}"
@@ -146,16 +155,21 @@ def _section(runs, timings_by_row, variance_steps):
   ]
   header = ["estimator", "loss evals / step", "steps", "seeds", "train −ELBO"]
   header += [f"test IWAE-{config['num_eval_samples']}", f"test IWAE-{extra}"]
-  header += [f"log10 Var at {'end' if s < 0 else f'{s:,}'}" for s in variance_steps]
+  at = lambda step: "end" if step < 0 else f"{step:,}"  # noqa: E731
+  header += [f"log10 Var at {at(s)}" for s in variance_steps]
+  # The DisARM code's own column where the setting's runs log it (variance_ema_decay > 0).
+  ema = any(m.curve("ema_grad_variance") for r in runs.values() for m in r.members)
+  if ema:
+    header += [f"log10 EMA Var at {at(s)}" for s in variance_steps]
   rows, data = [], {}
   for name, run in runs.items():
     label = run.estimator + (f" (τ {run.config['tau']})" if run.config["tau"] != tau else "")
-    logged = lambda step: [  # noqa: E731  (a step not measured is no value, not a divergence)
-      v
-      for m in run.members
-      if (v := m.curve("log10_grad_variance").get(run.steps if step < 0 else step)) is not None
-    ]
-    variance = [tables.spread(logged(s)) for s in variance_steps]
+    variance = [tables.spread(_variances(run, s)) for s in variance_steps]
+    if ema:
+      variance += [
+        tables.spread(math.log10(v) for v in _variances(run, s, "ema_grad_variance") if v > 0)
+        for s in variance_steps
+      ]
     ms = f"{timings[name][0]:.2f}" if timings[name] else "-"
     rows.append(
       [

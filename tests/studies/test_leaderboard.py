@@ -163,6 +163,35 @@ def test_an_averaged_gr_row_is_paired_with_the_averaged_st_gs_row(tmp_path):
   assert "gr_mc10_x2 − st_gs " not in line
 
 
+def test_the_disarm_codes_variance_column_is_shown_where_the_settings_runs_log_it(tmp_path):
+  """A setting whose runs log ema_grad_variance (variance_ema_decay > 0) gets the DisARM code's
+  column beside the trace column, log10 at the same steps; a row that did not log it reads "-",
+  and a setting where no run logs it has no such column."""
+  for setting in ("logged", "not_logged"):
+    for row in ("disarm", "st_gs"):
+      simple_run(tmp_path / "records" / setting / row, estimator=row)
+  metrics = tmp_path / "records/logged/disarm/metrics.jsonl"
+  ema = [
+    {"step": step, "split": "train", "member": member, "ema_grad_variance": value}
+    for step, member, value in ((100, 0, 100.0), (100, 1, 100.0), (200, 0, 10.0), (200, 1, 1000.0))
+  ]
+  metrics.write_text(metrics.read_text() + "".join(json.dumps(x) + "\n" for x in ema))
+  arms = [_arm(s, r) for s in ("logged", "not_logged") for r in ("disarm", "st_gs")]
+  logged, not_logged = _page(tmp_path, arms).split("## ")[1:3]
+  assert (
+    "| log10 Var at 100 | log10 Var at end | log10 EMA Var at 100 | log10 EMA Var at end |"
+    in (logged)
+  )
+  # log10 of 100, 100 at step 100; of 10 and 1000 at the end (mean 2, sd sqrt(2)).
+  assert "| disarm | 2 | 200 | 2 | 100.50 ± 0.71 | 100.50 ± 0.71 | 99.50 ± 0.71 | - | - |" in logged
+  assert "| - | - | 2.00 ± 0.00 | 2.00 ± 1.41 | 2.00 |" in logged
+  assert (
+    "| st_gs | 1 | 200 | 2 | 100.50 ± 0.71 | 100.50 ± 0.71 | 99.50 ± 0.71 | - | - | - | - |"
+    in (logged)
+  )
+  assert "EMA" not in not_logged
+
+
 def test_an_arm_not_finished_is_listed_not_silently_dropped(tmp_path):
   setting = tmp_path / "records" / "s"
   for row in ("disarm", "rloo2"):

@@ -25,6 +25,27 @@ def test_a_kept_search_declares_its_fresh_seeds_at_the_selected_tau(tmp_path):
   assert "| nonlinear_fashion_mnist/search/st_gs | 0.5 (selected) | 241.24 |" in report
 
 
+def test_the_dynamic_mnist_arms_log_the_disarm_codes_variance_column():
+  """The settings first measured after the column existed log it on every arm (the field's,
+  the tuned search's and fresh seeds', the references read from the field's records); the
+  settings with rows kept without it do not, but for their protocol-length arms."""
+  field = page.load_study("configs/studies/field.py")
+  tuned = _tuned_module()
+  arms = [*field.arms, *tuned._arms(str(ROOT / "records/tuned")), *tuned._references()]
+  arms += [tuned._arm("nonlinear_dynamic_mnist", "fresh", "gs", "tau=0.5")]
+  decays = {}
+  for arm in arms:
+    config = launch.load_config(arm.config, arm.command_overrides())
+    decays.setdefault(arm.name.split("/")[0], set()).add(config.variance_ema_decay)
+  assert decays == {
+    "nonlinear_dynamic_mnist": {0.999},
+    "linear_dynamic_mnist": {0.999},
+    "nonlinear_fashion_mnist": {0.0},
+    "linear_fashion_mnist": {0.0},
+    "nonlinear_static_mnist": {0.0},
+  }
+
+
 def _tuned_module():
   spec = importlib.util.spec_from_file_location("tuned_study", ROOT / "configs/studies/tuned.py")
   module = importlib.util.module_from_spec(spec)
