@@ -15,6 +15,7 @@ compared.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import math
 import pathlib
@@ -89,9 +90,40 @@ def _timings(bench: str | tuple[str, ...]) -> dict[tuple[str, str], tuple[float,
   return read_bench(*([bench] if isinstance(bench, str) else bench))
 
 
-def _timing(timings_by_row, config: Mapping, estimator: str) -> tuple[float, str] | None:
-  """The bench's (ms per step, device) of ``estimator`` at the config's model and batch size."""
-  return timings_by_row.get((config["model"], f"B={config['batch_size']} {estimator}"))
+def bench_timing(timings_by_row, config: Mapping, row: str) -> tuple[float, str] | None:
+  """The bench's (ms per step, device) of the row ``row`` (an estimator, ``name@tau`` for one
+  timed at that tau) at the config's model and batch size."""
+  return timings_by_row.get((config["model"], f"B={config['batch_size']} {row}"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Budgets:
+  """Each row's training −ELBO by seed, read on its training curve at the loss evaluations and at
+  the seconds of training steps the cheapest row spends in its whole run."""
+
+  evaluations: int
+  seconds: float | None  # None: no row timed by the bench
+  device: str | None
+  untimed: tuple[str, ...]  # rows the bench has not timed: no wall-time reading
+  readings: dict[str, dict[str, dict[int, float | None]]]  # budget -> row -> seed -> −ELBO
+
+
+def equal_budgets(runs: Mapping[str, records.Run], timings: Mapping) -> Budgets:
+  """``runs`` at equal loss evaluations (the registry's per step) and, for the rows ``timings``
+  holds a (ms per step, device) for, at equal wall time."""
+  evaluations = {n: estimators.get(r.estimator).loss_evaluations for n, r in runs.items()}
+  budget = min(r.steps * evaluations[n] for n, r in runs.items())
+  readings = {
+    "equal loss evaluations": {n: _read_at(r, budget / evaluations[n]) for n, r in runs.items()}
+  }
+  timed = {n: timings[n] for n in runs if timings.get(n)}
+  seconds = device = None
+  if timed:
+    seconds = min(runs[n].steps * timed[n][0] / 1e3 for n in timed)
+    device = next(iter(timed.values()))[1]
+    readings["equal wall time"] = {n: _read_at(runs[n], seconds * 1e3 / timed[n][0]) for n in timed}
+  untimed = tuple(n for n in runs if n not in timed)
+  return Budgets(budget, seconds, device, untimed, readings)
 
 
 def _variances(run: records.Run, step: int, metric: str = "log10_grad_variance") -> list[float]:
@@ -144,7 +176,7 @@ def _section(runs, timings_by_row, variance_steps):
   shape = next(iter(compared.values())).steps, next(iter(compared.values())).seeds
   title = _title(config)
   extra = (config.get("extra_test_samples") or [None])[0]
-  timings = {n: _timing(timings_by_row, config, r.estimator) for n, r in runs.items()}
+  timings = {n: bench_timing(timings_by_row, config, r.estimator) for n, r in runs.items()}
   lines = [
     "",
     f"## {title} ({config['binarization']} binarization)",
@@ -227,7 +259,7 @@ def draw_budgets(
     for name, run in _compared(runs).items():
       curves = [m.curve("neg_elbo") for m in run.members]
       steps = sorted(set.intersection(*(set(c) for c in curves)))
-      timing = _timing(timings_by_row, run.config, run.estimator)
+      timing = bench_timing(timings_by_row, run.config, run.estimator)
       rows.append(
         figures.BudgetCurve(
           label=name,
@@ -269,29 +301,20 @@ def _claims(runs, timings) -> list[str]:
       f" pairs); train −ELBO {tables.spread(elbo.differences)}; test IWAE-100"
       f" {tables.spread(test.differences)} (negative: DisARM lower).",
     ]
-  evaluations = {n: estimators.get(r.estimator).loss_evaluations for n, r in runs.items()}
-  budget = min(r.steps * evaluations[n] for n, r in runs.items())
-  at_budget = {
-    "equal loss evaluations": {n: _read_at(r, budget / evaluations[n]) for n, r in runs.items()}
-  }
+  budgets = equal_budgets(runs, timings)
+  at_budget = budgets.readings
   lines += [
     "",
-    f"Train −ELBO at equal loss evaluations ({budget:,} each, read on the training curves): "
-    + _cells(at_budget["equal loss evaluations"])
-    + ".",
+    f"Train −ELBO at equal loss evaluations ({budgets.evaluations:,} each, read on the training"
+    " curves): " + _cells(at_budget["equal loss evaluations"]) + ".",
   ]
   # A row the bench has not timed leaves the wall-time line, named there; the others keep it.
-  timed = {n: timings[n] for n in runs if timings.get(n)}
-  if timed:
-    seconds = min(runs[n].steps * timed[n][0] / 1e3 for n in timed)
-    at_budget["equal wall time"] = {
-      n: _read_at(runs[n], seconds * 1e3 / timed[n][0]) for n in timed
-    }
-    untimed = [n for n in runs if n not in timed]
+  if budgets.seconds is not None:
+    untimed = budgets.untimed
     lines += [
       "",
-      f"Train −ELBO at equal wall time ({_seconds(seconds)} of training steps at the"
-      f" bench's ms per step, {next(iter(timed.values()))[1]}): "
+      f"Train −ELBO at equal wall time ({_seconds(budgets.seconds)} of training steps at the"
+      f" bench's ms per step, {budgets.device}): "
       + _cells(at_budget["equal wall time"])
       + (f"; not timed by the bench: {', '.join(untimed)}" if untimed else "")
       + ".",
