@@ -18,7 +18,9 @@ protocol's Bernoulli VAEs (``bernoulli_linear``, ``bernoulli_nonlinear``) time
 every estimator of ``--estimators`` (the multi-sample ones too) against ST-GS
 in the same run (the targets: RLOO-2 and DisARM at most 2.2x ST-GS). The categorical track's
 VAE (``categorical_<C>x<L>``, configs/categorical_vae.py) is timed per latent shape. ``--out``
-writes every row as JSON (the leaderboard's and the categorical tables' ms per step).
+writes every row as JSON (the leaderboard's and the categorical tables' ms per step). An item
+``NAME@TAU`` of ``--estimators`` times that estimator at that temperature alone (the tuned
+study's rows at their selected temperatures, records/bench_tuned.json).
 
   python -m scripts.bench_vae [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
   python -m scripts.bench_vae --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
@@ -54,7 +56,11 @@ from gr_jax import estimators
 from scripts import common
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
-_ESTIMATORS = flags.DEFINE_list("estimators", ["st_gs", "gr_mc10", "gr_mc100"], "Estimators.")
+_ESTIMATORS = flags.DEFINE_list(
+  "estimators",
+  ["st_gs", "gr_mc10", "gr_mc100"],
+  "Estimators; NAME@TAU times that one at that temperature alone (row NAME@TAU).",
+)
 _REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
 _EVAL_IMAGES = flags.DEFINE_integer(
   "eval_images", 200, "Images for the M=5000 evaluation (-1 = 10000, 0 = no evaluation)."
@@ -89,7 +95,7 @@ CONFIGS = {
 }
 # Every flag value is known before anything is timed (one line otherwise).
 common.choices(_MODELS, CONFIGS)
-common.estimator_names(_ESTIMATORS)
+common.estimator_names(_ESTIMATORS, at_tau=True)
 common.numbers(_BATCH_SIZES, int, minimum=1)
 common.at_least(_REPEATS, 1)
 common.numbers(_TAUS, float, minimum=0.0)
@@ -181,8 +187,8 @@ def train_steps(get_config, rng):
     x = jnp.asarray(rng.random((batch_size, 784)) < 0.13, jnp.float32)
     variants = [
       (name, tau, impl)
-      for name in _ESTIMATORS.value
-      for tau in _TAUS.value or [None]
+      for name, _, own_tau in (entry.partition("@") for entry in _ESTIMATORS.value)
+      for tau in ([f"{float(own_tau):g}"] if own_tau else _TAUS.value or [None])
       for impl in _PRNG_IMPLS.value or [None]
     ]
     for name, tau, impl in variants:

@@ -50,14 +50,19 @@ def choices(flag: flags.FlagHolder, allowed: Iterable[str]) -> None:
   )
 
 
-def estimator_names(flag: flags.FlagHolder) -> None:
+def estimator_names(flag: flags.FlagHolder, at_tau: bool = False) -> None:
   """A list flag of the registry's estimator names (the registry's message for an unknown one);
-  unset (None) means the script's defaults."""
+  unset (None) means the script's defaults. With ``at_tau`` an item may be ``NAME@TAU``: that
+  estimator at that temperature alone."""
 
   def known(values) -> bool:
     if values is None:
       return True
-    for name in values:
+    for value in values:
+      name, at, tau = value.partition("@")
+      if at and not (at_tau and parses(float, 1e-6, tau)):
+        allowed = "a number >= 1e-06" if at_tau else "no temperature here"
+        raise flags.ValidationError(f"{value!r}: after '@' {allowed}")
       try:
         estimators.get(name)
       except ValueError as e:

@@ -21,6 +21,9 @@ from tests.cli import ROOT, script_command
     ("figure_2b.py", "--figure_taus=x", "list of numbers >= 1e-06"),
     ("bench_vae.py", "--models=foo", "list of concrete, relu_mlp, two_layer"),
     ("bench_vae.py", "--estimators=foo", "unknown estimator 'foo'; valid names: st, st_gs"),
+    ("bench_vae.py", "--estimators=st_gs@hot", "'st_gs@hot': after '@' a number >= 1e-06"),
+    ("bench_vae.py", "--estimators=foo@0.5", "unknown estimator 'foo'"),
+    ("bench_population.py", "--estimators=st_gs@0.5", "after '@' no temperature here"),
   ],
 )
 def test_a_bad_flag_is_one_line_before_any_work(tmp_path, script, flag, expected):
