@@ -16,6 +16,9 @@ arms of the setting are kept, at their selected tau) train LONG_STEPS steps, see
 the DisARM code's variance column (``variance_ema_decay=0.999``) beside the bounds; every arm
 of the dynamic MNIST settings logs it as well (configs/studies/field.py: EMA_SETTINGS).
 
+Each setting's tuned rows are read against DisARM's and RLOO-2's (the field's) at equal loss
+evaluations and at equal wall time, on their training curves, each timed at its own tau (BENCH).
+
 A search's fresh-seed arm (``OUT/<setting>/fresh/<estimator>``) is declared once the search's
 records are kept (in RECORDS), at the tau they select; the tables report both phases. The
 figure of each setting (``figures/tuned_<setting>.png``) draws the test bound against tau, the
@@ -27,7 +30,7 @@ import math
 import pathlib
 
 from configs.studies.field import EMA_SETTINGS, EMA_VARIANCE
-from experiments.studies import figures, records, tables
+from experiments.studies import figures, leaderboard, records, tables
 from experiments.studies.runner import Arm, Report, Study
 
 # In the order they are run: today's headline first, then dynamic MNIST, then the rest.
@@ -47,6 +50,9 @@ SEARCH_SEED = 0
 FRESH_SEEDS = (1, 2, 3)
 STEPS = 100_000
 RECORDS = "records/tuned"
+# ms per step of the tuned rows at their selected tau (rows NAME@TAU) beside DisARM's and RLOO-2's,
+# timed in one run of scripts/bench_vae.py (docs/benchmarks.md): the equal-wall-time readings.
+BENCH = "records/bench_tuned.json"
 # The field study's rows without a temperature (configs/studies/field.py: seeds 0, 1, 2 at the
 # same length), drawn as bands: the same populations, kept once in records/field.
 REFERENCES = ("disarm", "rloo2", "zgr", "reinforce")
@@ -134,10 +140,61 @@ AGAINST = (
 _SOURCE = {"fresh": "tuned", "reference": "field"}
 
 
-def _comparison_lines(readings) -> list[str]:
+def _budget_lines(readings, setting: str, timings) -> list[str]:
+  """The tuned rows' training bound against DisARM's and RLOO-2's (the field's) at equal loss
+  evaluations and at equal wall time (each tuned row timed at its tau), paired by seed."""
+  tuned = {f"{e} (tuned)": r for e in ESTIMATORS if (r := readings.get(f"{setting}/fresh/{e}"))}
+  unbiased = {
+    f"{e} (field)": r for e in UNBIASED if (r := readings.get(f"{setting}/reference/{e}"))
+  }
+  if not tuned or not unbiased:
+    return []
+  runs = {**tuned, **unbiased}
+  rows_timed = {
+    n: r.estimator + (f"@{r.config['tau']:g}" if n in tuned else "") for n, r in runs.items()
+  }
+  budgets = leaderboard.equal_budgets(
+    runs,
+    {n: leaderboard.bench_timing(timings, runs[n].config, row) for n, row in rows_timed.items()},
+  )
+  header = ["pair", f"at equal loss evaluations ({budgets.evaluations:,} each)"]
+  if budgets.seconds is not None:
+    header.append(f"at equal wall time ({tables.duration(budgets.seconds)} of training steps)")
+  rows = [
+    [
+      f"{name} − {other}",
+      *(
+        tables.paired(values[other], values[name]).cell()
+        if name in values and other in values
+        else "-"
+        for values in budgets.readings.values()
+      ),
+    ]
+    for name in tuned
+    for other in unbiased
+  ]
+  timed = (
+    f"ms per step from {BENCH} ({budgets.device}), each tuned row timed at its tau"
+    if budgets.seconds is not None
+    else f"no row timed in {BENCH}: no wall-time reading"
+  )
+  untimed = [rows_timed[n] for n in budgets.untimed] if budgets.seconds is not None else []
+  return [
+    "",
+    f"{TITLES[setting]}: train −ELBO of the tuned rows against the unbiased rows, read on the"
+    f" training curves at equal budgets, paired by seed (negative: the tuned row is lower; {timed}"
+    + (f"; not timed: {', '.join(untimed)}" if untimed else "")
+    + "):",
+    "",
+    *tables.markdown_table(header, rows),
+  ]
+
+
+def _comparison_lines(readings, timings) -> list[str]:
   """Per setting: each tuned row's fresh seeds against ST-GS's and the field's rows, paired by
   seed (the field's rows hold seeds 0, 1, 2, the fresh ones 1, 2, 3: the seeds both hold), and
-  the row with the lowest mean test bound."""
+  the row with the lowest mean test bound; then the tuned rows' training bounds against the
+  unbiased rows at equal budgets (``timings``: leaderboard.read_bench's)."""
   lines = []
   for setting in SETTINGS:
     rows, means = [], {}
@@ -171,6 +228,7 @@ def _comparison_lines(readings) -> list[str]:
       *tables.markdown_table(["pair", "test IWAE-100", "test IWAE-1000"], rows),
       "",
       f"The lowest mean test IWAE-100 of the {len(means)} rows: {best}, {means[best]:.2f}.",
+      *_budget_lines(readings, setting, timings),
     ]
   return lines
 
@@ -229,7 +287,7 @@ def _report(readings) -> Report:
     header = ["arm", "tau", "seeds", "test IWAE-100", "test IWAE-1000"]
     header += ["log10 EMA Var at end (DisARM's definition)"]
     lines += tables.markdown_table(header, long_rows)
-  lines += _comparison_lines(readings)
+  lines += _comparison_lines(readings, leaderboard.read_bench(BENCH))
   return Report("\n".join(lines + readings.missing_lines()), data)
 
 

@@ -121,3 +121,43 @@ def test_the_tuned_rows_are_paired_by_seed_against_st_gs_zgr_and_the_unbiased_ro
   assert "| st_gs (tuned) − st_gs" not in report  # a row is not paired with itself
   # The lowest mean over each row's own seeds: ZGR's (236.83) with its seed 0.
   assert "The lowest mean test IWAE-100 of the 3 rows: zgr (field), 236.83." in report
+
+
+def test_the_tuned_rows_meet_the_unbiased_rows_at_equal_evaluations_and_wall_time(tmp_path):
+  """Each tuned row's training bound against DisARM's and RLOO-2's, read on the training curves
+  at equal loss evaluations and at equal wall time (the tuned row timed at its own tau), paired
+  on the seeds both hold."""
+  tuned = _tuned_module()
+  setting = "nonlinear_dynamic_mnist"
+  curves = {  # train −ELBO at steps 100 and 200, by seed
+    ("fresh", "gr_exact", 0.5): {s: {100: 110.0 + s, 200: 100.0 + s} for s in (1, 2, 3)},
+    ("reference", "disarm", 1.0): {s: {100: 112.0 + s, 200: 99.0 + s} for s in (0, 1, 2)},
+    ("reference", "rloo2", 1.0): {s: {100: 112.0 + s, 200: 99.0 + s} for s in (0, 1, 2)},
+  }
+  runs, arms = {}, {}
+  for (phase, estimator, tau), by_seed in curves.items():
+    name = f"{setting}/{phase}/{estimator}"
+    members = [(s, curve, {}, 240.0, 239.0) for s, curve in by_seed.items()]
+    runs[name] = records.read_run(write_run(tmp_path / name, members, estimator=estimator, tau=tau))
+    arms[name] = tuned._arm(setting, phase, estimator, labels={"tau": tau})
+  # GR-exact timed at its tau 0.5 (a row at tau 1 would not do), DisARM; RLOO-2 not timed.
+  timings = {
+    ("bernoulli_nonlinear", "B=50 gr_exact"): (1.0, "cpu (cpu)"),
+    ("bernoulli_nonlinear", "B=50 gr_exact@0.5"): (4000.0, "cpu (cpu)"),
+    ("bernoulli_nonlinear", "B=50 disarm"): (2000.0, "cpu (cpu)"),
+  }
+  readings = runner.Readings(runs=runs, missing={}, arms=arms)
+  text = "\n".join(tuned._comparison_lines(readings, timings))
+  assert "not timed: rloo2)" in text
+  assert "| pair | at equal loss evaluations (200 each) | at equal wall time (6.7 min of" in text
+  # Equal evaluations: GR-exact at step 200 (101, 102 on seeds 1, 2), DisARM at step 100 (113,
+  # 114): -12. Equal wall time, min(200 x 4 s, 200 x 2 s) = 400 s: GR-exact at step 100 (111,
+  # 112), DisARM at step 200 (100, 101): +11.
+  assert (
+    "| gr_exact (tuned) − disarm (field) | -12.00 ± 0.00 (lower on 2 of 2); seeds [0, 3] unpaired"
+    " | 11.00 ± 0.00 (lower on 0 of 2); seeds [0, 3] unpaired |"
+  ) in text
+  assert (
+    "| gr_exact (tuned) − rloo2 (field) | -12.00 ± 0.00 (lower on 2 of 2); seeds [0, 3] unpaired"
+    " | - |"
+  ) in text
