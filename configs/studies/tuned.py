@@ -150,12 +150,12 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
   if not tuned or not unbiased:
     return []
   runs = {**tuned, **unbiased}
-  rows_timed = {
+  bench_rows = {
     n: r.estimator + (f"@{r.config['tau']:g}" if n in tuned else "") for n, r in runs.items()
   }
   budgets = leaderboard.equal_budgets(
     runs,
-    {n: leaderboard.bench_timing(timings, runs[n].config, row) for n, row in rows_timed.items()},
+    {n: leaderboard.bench_timing(timings, runs[n].config, row) for n, row in bench_rows.items()},
   )
   header = ["pair", f"at equal loss evaluations ({budgets.evaluations:,} each)"]
   if budgets.seconds is not None:
@@ -178,7 +178,7 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
     if budgets.seconds is not None
     else f"no row timed in {BENCH}: no wall-time reading"
   )
-  untimed = [rows_timed[n] for n in budgets.untimed] if budgets.seconds is not None else []
+  untimed = [bench_rows[n] for n in budgets.untimed] if budgets.seconds is not None else []
   return [
     "",
     f"{TITLES[setting]}: train −ELBO of the tuned rows against the unbiased rows, read on the"
