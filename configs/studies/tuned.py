@@ -171,6 +171,7 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
       ),
     ]
     for name in tuned
+    if name not in budgets.relaxed
     for other in unbiased
   ]
   timed = (
@@ -184,6 +185,11 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
     f"{TITLES[setting]}: train −ELBO of the tuned rows against the unbiased rows, read on the"
     f" training curves at equal budgets, paired by seed (negative: the tuned row is lower; {timed}"
     + (f"; not timed: {', '.join(untimed)}" if untimed else "")
+    + (
+      f"; not read, trained on a relaxed objective: {', '.join(budgets.relaxed)}"
+      if budgets.relaxed
+      else ""
+    )
     + "):",
     "",
     *tables.markdown_table(header, rows),

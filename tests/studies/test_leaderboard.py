@@ -192,6 +192,21 @@ def test_the_disarm_codes_variance_column_is_shown_where_the_settings_runs_log_i
   assert "EMA" not in not_logged
 
 
+def test_a_relaxed_rows_training_objective_is_marked_and_read_at_no_budget(tmp_path):
+  """GS trains on its relaxed objective (the decoder at the relaxed sample), not the discrete
+  bound of the other rows' curves: its train cell is marked, no equal-budget line reads it, and
+  the training-curve figure leaves it out, saying so."""
+  setting = tmp_path / "records" / "s"
+  rows = ("disarm", "rloo2", "gs")
+  for row in rows:
+    simple_run(setting / row, estimator=row)
+  text = _page(tmp_path, [_arm("s", r) for r in rows])
+  assert "| gs | 1 | 200 | 2 | 100.50 ± 0.71 (relaxed) |" in text
+  line = next(x for x in text.splitlines() if x.startswith("Train −ELBO at equal loss evaluations"))
+  assert line.endswith("; not read, trained on a relaxed objective: gs.") and " gs " not in line
+  assert "(not drawn, trained on a relaxed objective: gs)." in text
+
+
 def test_an_arm_not_finished_is_listed_not_silently_dropped(tmp_path):
   setting = tmp_path / "records" / "s"
   for row in ("disarm", "rloo2"):
