@@ -26,7 +26,6 @@ fresh seeds at the selected tau, and the field's tau-free rows (REFERENCES, read
 records/field) as bands.
 """
 
-import math
 import pathlib
 
 from configs.studies.field import EMA_SETTINGS, EMA_VARIANCE
@@ -253,8 +252,7 @@ def _report(readings) -> Report:
       columns = (run.by_seed("test_nll"), run.by_seed("test_nll_M1000"))
       tau = f"{run.config['tau']:g}" if run.estimator not in UNBIASED else "-"
       seeds = ", ".join(map(str, run.seeds))
-      ema = [m.curve("ema_grad_variance").get(run.steps) for m in run.members]
-      ema = tables.spread(math.log10(v) for v in ema if v is not None and v > 0)
+      ema = leaderboard.log10_ema_variance(run, -1)
       long_rows.append([name, tau, seeds, *(tables.spread(c.values()) for c in columns), ema])
       data[name] = {"tau": run.config["tau"], "steps": run.steps, "test_nll": columns[0]}
       continue

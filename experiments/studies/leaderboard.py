@@ -143,6 +143,12 @@ def _variances(run: records.Run, step: int, metric: str = "log10_grad_variance")
   return [v for m in run.members if (v := m.curve(metric).get(at)) is not None]
 
 
+def log10_ema_variance(run: records.Run, step: int) -> str:
+  """The DisARM code's variance column (``ema_grad_variance``) at ``step`` (-1: the last), log10,
+  mean ± sd over the members that logged it."""
+  return tables.spread(math.log10(v) for v in _variances(run, step, "ema_grad_variance") if v > 0)
+
+
 def _title(config: Mapping) -> str:
   model = MODELS.get(config["model"], config["model"])
   return f"{model}, {DATASETS.get(config['dataset'], config['dataset'])}"
@@ -211,10 +217,7 @@ def _section(runs, timings_by_row, variance_steps):
     label = run.estimator + (f" (τ {run.config['tau']})" if run.config["tau"] != tau else "")
     variance = [tables.spread(_variances(run, s)) for s in variance_steps]
     if ema:
-      variance += [
-        tables.spread(math.log10(v) for v in _variances(run, s, "ema_grad_variance") if v > 0)
-        for s in variance_steps
-      ]
+      variance += [log10_ema_variance(run, s) for s in variance_steps]
     ms = f"{timings[name][0]:.2f}" if timings[name] else "-"
     rows.append(
       [
