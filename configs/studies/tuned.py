@@ -24,8 +24,14 @@ records are kept (in RECORDS), at the tau they select; the tables report both ph
 figure of each setting (``figures/tuned_<setting>.png``) draws the test bound against tau, the
 fresh seeds at the selected tau, and the field's tau-free rows (REFERENCES, read from
 records/field) as bands.
+
+The rows the tuned ones are paired against (PAIRED: ZGR, DisARM, RLOO-2) hold the field's seeds
+0, 1, 2, the fresh rows 1, 2, 3: this study trains the field's row at seed 3 as well
+(``OUT/<setting>/reference_seed3/<estimator>``, the field's config), so that every pair is read
+on the three fresh seeds; until it is kept, the pairs are read on the seeds both hold.
 """
 
+import dataclasses
 import pathlib
 
 from configs.studies.field import EMA_SETTINGS, EMA_VARIANCE
@@ -56,6 +62,19 @@ BENCH = "records/bench_tuned.json"
 # same length), drawn as bands: the same populations, kept once in records/field.
 REFERENCES = ("disarm", "rloo2", "zgr", "reinforce")
 FIELD_SEEDS = (0, 1, 2)
+# What each tuned row is paired against: ST-GS at its best (the paper's claim is that GR is at
+# least as good at each one's best temperature), ZGR (GR's tau -> 0 limit), DisARM and RLOO-2.
+AGAINST = (
+  ("fresh", "st_gs"),
+  ("reference", "zgr"),
+  ("reference", "disarm"),
+  ("reference", "rloo2"),
+)
+# How a row's phase is named in the comparison: tuned here, or the field study's row.
+_SOURCE = {"fresh": "tuned", "reference": "field"}
+# The references paired with the tuned rows, and the fresh seed the field's rows lack.
+PAIRED = tuple(estimator for phase, estimator in AGAINST if phase == "reference")
+MISSING_SEEDS = tuple(s for s in FRESH_SEEDS if s not in FIELD_SEEDS)
 LONG_SETTINGS = ("nonlinear_fashion_mnist", "nonlinear_dynamic_mnist")
 # The protocol's length: about 4 h per member on one core of this CPU (one ST-GS member ran 75
 # steps/s on one core with the other core busy; DisARM costs 0.91x ST-GS, RLOO-2 1.30x).
@@ -127,27 +146,31 @@ def _references():
     for estimator in REFERENCES:
       kept = f"records/field/{setting}/{estimator}"
       yield _arm(setting, "reference", estimator, seeds=FIELD_SEEDS, records=kept)
+    for estimator in PAIRED:
+      yield _arm(setting, "reference_seed3", estimator, seeds=MISSING_SEEDS)
 
 
-# What each tuned row is paired against: ST-GS at its best (the paper's claim is that GR is at
-# least as good at each one's best temperature), ZGR (GR's tau -> 0 limit), DisARM and RLOO-2.
-AGAINST = (
-  ("fresh", "st_gs"),
-  ("reference", "zgr"),
-  ("reference", "disarm"),
-  ("reference", "rloo2"),
-)
-# How a row's phase is named in the comparison: tuned here, or the field study's row.
-_SOURCE = {"fresh": "tuned", "reference": "field"}
+def _reference(readings, setting: str, estimator: str):
+  """The field's row of ``estimator`` (seeds 0, 1, 2) with this study's seed 3 of it, once kept."""
+  run = readings.get(f"{setting}/reference/{estimator}")
+  more = readings.get(f"{setting}/reference_seed3/{estimator}")
+  if run is None or more is None:
+    return run
+  return dataclasses.replace(run, members=(*run.members, *more.members))
+
+
+def _row(readings, setting: str, phase: str, estimator: str):
+  """A row's readings: the tuned study's own, or a reference with all of its seeds."""
+  if phase == "reference":
+    return _reference(readings, setting, estimator)
+  return readings.get(f"{setting}/{phase}/{estimator}")
 
 
 def _budget_lines(readings, setting: str, timings) -> list[str]:
   """The tuned rows' training bound against DisARM's and RLOO-2's (the field's) at equal loss
   evaluations and at equal wall time (each tuned row timed at its tau), paired by seed."""
-  tuned = {f"{e} (tuned)": r for e in ESTIMATORS if (r := readings.get(f"{setting}/fresh/{e}"))}
-  unbiased = {
-    f"{e} (field)": r for e in UNBIASED if (r := readings.get(f"{setting}/reference/{e}"))
-  }
+  tuned = {f"{e} (tuned)": r for e in ESTIMATORS if (r := _row(readings, setting, "fresh", e))}
+  unbiased = {f"{e} (field)": r for e in UNBIASED if (r := _row(readings, setting, "reference", e))}
   if not tuned or not unbiased:
     return []
   runs = {**tuned, **unbiased}
@@ -199,7 +222,7 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
 
 def _comparison_lines(readings, timings) -> list[str]:
   """Per setting: each tuned row's fresh seeds against ST-GS's and the field's rows, paired by
-  seed (the field's rows hold seeds 0, 1, 2, the fresh ones 1, 2, 3: the seeds both hold), and
+  seed (the field's rows hold seeds 0, 1, 2 and, once kept, 3; the fresh ones 1, 2, 3), and
   the row with the lowest mean test bound; then the tuned rows' training bounds against the
   unbiased rows at equal budgets (``timings``: leaderboard.read_bench's)."""
   lines = []
@@ -207,13 +230,13 @@ def _comparison_lines(readings, timings) -> list[str]:
     rows, means = [], {}
     for phase in ("fresh", "reference"):
       for estimator in (*ESTIMATORS, *REFERENCES):
-        run = readings.get(f"{setting}/{phase}/{estimator}")
+        run = _row(readings, setting, phase, estimator)
         if run is not None:
           means[f"{estimator} ({_SOURCE[phase]})"] = tables.mean(run.by_seed("test_nll").values())
     for estimator in ESTIMATORS:
       tuned = readings.get(f"{setting}/fresh/{estimator}")
       for phase, other in AGAINST:
-        against = readings.get(f"{setting}/{phase}/{other}")
+        against = _row(readings, setting, phase, other)
         if tuned is None or against is None or (phase, other) == ("fresh", estimator):
           continue
         rows.append(
@@ -246,8 +269,8 @@ def _report(readings) -> Report:
   long_rows = []
   for name, run in readings.runs.items():
     phase = readings.arms[name].labels["phase"]
-    if phase == "reference":
-      continue  # the figure's bands; their table is the leaderboard's
+    if phase.startswith("reference"):
+      continue  # the figure's bands and the pairs' other sides; their table is the leaderboard's
     if phase == "long":
       columns = (run.by_seed("test_nll"), run.by_seed("test_nll_M1000"))
       tau = f"{run.config['tau']:g}" if run.estimator not in UNBIASED else "-"
@@ -320,7 +343,7 @@ def _figures(readings, directory: pathlib.Path) -> list[pathlib.Path]:
     bands = [
       figures.Band(estimator, finite(run.by_seed("test_nll").values()))
       for estimator in REFERENCES
-      if (run := readings.get(f"{setting}/reference/{estimator}"))
+      if (run := _reference(readings, setting, estimator))
     ]
     if curves:
       path = directory / f"tuned_{setting}.png"

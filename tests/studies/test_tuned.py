@@ -163,3 +163,42 @@ def test_the_tuned_rows_meet_the_unbiased_rows_at_equal_evaluations_and_wall_tim
     "| gr_exact (tuned) − rloo2 (field) | -12.00 ± 0.00 (lower on 2 of 2); seeds [0, 3] unpaired"
     " | - |"
   ) in text
+
+
+def test_the_field_rows_at_seed_3_complete_the_pairs(tmp_path):
+  """The field's rows hold seeds 0, 1, 2, the fresh rows 1, 2, 3: the study trains ZGR, DisARM
+  and RLOO-2 at seed 3 on the field's config, and once kept the pairs are read on all three
+  fresh seeds (the field's seed 0 alone unpaired)."""
+  tuned = _tuned_module()
+  setting = "nonlinear_fashion_mnist"
+  arms = {arm.name: arm for arm in tuned._references()}
+  for estimator in ("zgr", "disarm", "rloo2"):
+    field = launch.load_config(*_command(arms[f"{setting}/reference/{estimator}"]))
+    seed3 = launch.load_config(*_command(arms[f"{setting}/reference_seed3/{estimator}"]))
+    assert (field.population.seed, seed3.population.seed) == ((0, 1, 2), (3,))
+    field.population.seed = seed3.population.seed
+    assert field.to_dict() == seed3.to_dict()
+  assert f"{setting}/reference_seed3/reinforce" not in arms  # a band only, paired with nothing
+  bounds = {
+    ("fresh", "gr_exact"): {1: 240.0, 2: 241.0, 3: 239.0},
+    ("reference", "zgr"): {0: 230.0, 1: 240.5, 2: 240.0},
+    ("reference_seed3", "zgr"): {3: 240.0},  # -0.5, +1, -1
+  }
+  runs, arms = {}, {}
+  for (phase, estimator), by_seed in bounds.items():
+    name = f"{setting}/{phase}/{estimator}"
+    members = [(s, {200: 250.0}, {}, b, b - 1) for s, b in by_seed.items()]
+    runs[name] = records.read_run(write_run(tmp_path / name, members, estimator=estimator))
+    arms[name] = tuned._arm(setting, phase, estimator, labels={"tau": 0.5})
+  report = tuned._report(runner.Readings(runs=runs, missing={}, arms=arms)).markdown
+  assert (
+    "| gr_exact (tuned) − zgr (field) | -0.17 ± 1.04 (lower on 2 of 3); seeds [0] unpaired |"
+    in report
+  )
+  # ZGR's mean over its four seeds: (230 + 240.5 + 240 + 240) / 4.
+  assert "The lowest mean test IWAE-100 of the 2 rows: zgr (field), 237.62." in report
+  assert "reference_seed3" not in report.split("Not in the tables")[0]  # no table of its own
+
+
+def _command(arm):
+  return arm.config, arm.command_overrides()
