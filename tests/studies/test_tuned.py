@@ -102,13 +102,7 @@ def test_the_tuned_rows_are_paired_by_seed_against_st_gs_zgr_and_the_unbiased_ro
     ("fresh", "st_gs"): {1: 241.0, 2: 243.0, 3: 240.0},  # GR-exact − ST-GS: -1, -2, -1
     ("reference", "zgr"): {0: 230.0, 1: 240.5, 2: 240.0},  # -0.5, +1
   }
-  runs, arms = {}, {}
-  for (phase, estimator), by_seed in bounds.items():
-    name = f"{setting}/{phase}/{estimator}"
-    members = [(s, {200: 250.0}, {}, b, b - 1) for s, b in by_seed.items()]
-    runs[name] = records.read_run(write_run(tmp_path / name, members, estimator=estimator))
-    arms[name] = tuned._arm(setting, phase, estimator, labels={"tau": 0.5})
-  report = tuned._report(runner.Readings(runs=runs, missing={}, arms=arms)).markdown
+  report = _report_of_test_bounds(tuned, setting, bounds, tmp_path)
   assert "non-linear, dynamic MNIST: the tuned rows paired by seed" in report
   assert (
     "| gr_exact (tuned) − st_gs (tuned) | -1.33 ± 0.58 (lower on 3 of 3) |"
@@ -184,13 +178,7 @@ def test_the_field_rows_at_seed_3_complete_the_pairs(tmp_path):
     ("reference", "zgr"): {0: 230.0, 1: 240.5, 2: 240.0},
     ("reference_seed3", "zgr"): {3: 240.0},  # -0.5, +1, -1
   }
-  runs, arms = {}, {}
-  for (phase, estimator), by_seed in bounds.items():
-    name = f"{setting}/{phase}/{estimator}"
-    members = [(s, {200: 250.0}, {}, b, b - 1) for s, b in by_seed.items()]
-    runs[name] = records.read_run(write_run(tmp_path / name, members, estimator=estimator))
-    arms[name] = tuned._arm(setting, phase, estimator, labels={"tau": 0.5})
-  report = tuned._report(runner.Readings(runs=runs, missing={}, arms=arms)).markdown
+  report = _report_of_test_bounds(tuned, setting, bounds, tmp_path)
   assert (
     "| gr_exact (tuned) − zgr (field) | -0.17 ± 1.04 (lower on 2 of 3); seeds [0] unpaired |"
     in report
@@ -202,3 +190,14 @@ def test_the_field_rows_at_seed_3_complete_the_pairs(tmp_path):
 
 def _command(arm):
   return arm.config, arm.command_overrides()
+
+
+def _report_of_test_bounds(tuned, setting, bounds, directory) -> str:
+  """The tuned study's report of canned runs: ``{(phase, estimator): {seed: test bound}}``."""
+  runs, arms = {}, {}
+  for (phase, estimator), by_seed in bounds.items():
+    name = f"{setting}/{phase}/{estimator}"
+    members = [(s, {200: 250.0}, {}, b, b - 1) for s, b in by_seed.items()]
+    runs[name] = records.read_run(write_run(directory / name, members, estimator=estimator))
+    arms[name] = tuned._arm(setting, phase, estimator, labels={"tau": 0.5})
+  return tuned._report(runner.Readings(runs=runs, missing={}, arms=arms)).markdown
