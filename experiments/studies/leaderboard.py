@@ -379,7 +379,8 @@ def _test_by_seed(runs, num_samples: int, seeds: list) -> list[str]:
   if gr_pairs := [(n, st_gs) for n, st_gs in st_gs_of.items() if st_gs in runs]:
     groups.append(("GR against ST-GS", gr_pairs))
   lines = []
-  for title, pairs in groups:
+  # A setting with one row kept has no pairs: no line, rather than an empty one.
+  for title, pairs in (group for group in groups if group[1]):
     cells = []
     for b, a in pairs:
       difference = tables.paired(test[a], test[b])

@@ -150,6 +150,15 @@ def test_a_row_the_bench_has_not_timed_leaves_only_its_own_wall_time_reading(tmp
   assert "gr_mc10 − disarm 10.00 ± 0.00 at equal wall time" in text
 
 
+def test_a_setting_with_one_row_kept_has_no_empty_pair_lines(tmp_path):
+  """Non-linear dynamic MNIST with only DisARM kept printed "Test IWAE-100 by seed (0, 1, 2),
+  against DisARM: ." and the same for the lowest row: a line needs a pair."""
+  simple_run(tmp_path / "records" / "s" / "disarm", estimator="disarm")
+  text = _page(tmp_path, [_arm("s", "disarm")])
+  assert "| disarm | 2 | 200 | 2 |" in text
+  assert "by seed" not in text
+
+
 def test_an_averaged_gr_row_is_paired_with_the_averaged_st_gs_row(tmp_path):
   """gr_mc10_x2 (two draws a step) against ST-GS of one draw would mix budgets: it is paired with
   st_gs_x2, the single-draw GR row with st_gs."""
