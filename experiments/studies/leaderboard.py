@@ -376,8 +376,7 @@ def _test_by_seed(runs, num_samples: int, seeds: list) -> list[str]:
   # Each GR row against the ST-GS row of as many draws per step (gr_exact_x2 - st_gs_x2).
   draws = {n: estimators.get(runs[n].estimator).draws for n in _gr_rows(runs)}
   st_gs_of = {n: "st_gs" if d == 1 else f"st_gs_x{d}" for n, d in draws.items()}
-  if gr_pairs := [(n, st_gs) for n, st_gs in st_gs_of.items() if st_gs in runs]:
-    groups.append(("GR against ST-GS", gr_pairs))
+  groups.append(("GR against ST-GS", [(n, s) for n, s in st_gs_of.items() if s in runs]))
   lines = []
   # A setting with one row kept has no pairs: no line, rather than an empty one.
   for title, pairs in (group for group in groups if group[1]):
