@@ -1,9 +1,11 @@
 """README.md and docs/: every relative link resolves, and the Python blocks of the API pages run."""
 
 import json
+import os
 import pathlib
 import re
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -48,11 +50,23 @@ def _bash_blocks(page: str) -> list[str]:
 
 
 def _run_bash(script: str) -> None:
-  """Runs a (rewritten) documentation block from the clone; it must exit 0."""
-  done = subprocess.run(
-    ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=900
-  )
-  assert done.returncode == 0, done.stderr[-3000:]
+  """Runs a (rewritten) documentation block from the clone; it must exit 0. The block runs in
+  its own process group, killed whole on a timeout: a block's background (nohup) runs would
+  otherwise outlive the test."""
+  with subprocess.Popen(
+    ["bash", "-c", script],
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+  ) as block:
+    try:
+      _, stderr = block.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+      os.killpg(block.pid, signal.SIGKILL)
+      raise
+  assert block.returncode == 0, stderr[-3000:]
 
 
 def test_the_cluster_scripts_say_where_what_and_how_long():

@@ -55,9 +55,13 @@ SEARCH_SEED = 0
 FRESH_SEEDS = (1, 2, 3)
 STEPS = 100_000
 RECORDS = "records/tuned"
-# ms per step of the tuned rows at their selected tau (rows NAME@TAU) beside DisARM's and RLOO-2's,
-# timed in one run of scripts/bench_vae.py (docs/benchmarks.md): the equal-wall-time readings.
-BENCH = "records/bench_tuned.json"
+# Per model, ms per step of the tuned rows at their selected tau (rows NAME@TAU) beside DisARM's and
+# RLOO-2's, timed in one run of scripts/bench_vae.py (docs/benchmarks.md): the equal-wall-time
+# readings. One file per model, so that timing a model's new selections leaves the other's ratios.
+BENCH = {
+  "bernoulli_nonlinear": "records/bench_tuned.json",
+  "bernoulli_linear": "records/bench_tuned_linear.json",
+}
 # The field study's rows without a temperature (configs/studies/field.py: seeds 0, 1, 2 at the
 # same length), drawn as bands: the same populations, kept once in records/field.
 REFERENCES = ("disarm", "rloo2", "zgr", "reinforce")
@@ -166,14 +170,17 @@ def _row(readings, setting: str, phase: str, estimator: str):
   return readings.get(f"{setting}/{phase}/{estimator}")
 
 
-def _budget_lines(readings, setting: str, timings) -> list[str]:
+def _budget_lines(readings, setting: str) -> list[str]:
   """The tuned rows' training bound against DisARM's and RLOO-2's (the field's) at equal loss
-  evaluations and at equal wall time (each tuned row timed at its tau), paired by seed."""
+  evaluations and at equal wall time (each tuned row timed at its tau, in its model's BENCH file),
+  paired by seed."""
   tuned = {f"{e} (tuned)": r for e in ESTIMATORS if (r := _row(readings, setting, "fresh", e))}
   unbiased = {f"{e} (field)": r for e in UNBIASED if (r := _row(readings, setting, "reference", e))}
   if not tuned or not unbiased:
     return []
   runs = {**tuned, **unbiased}
+  bench = BENCH.get(next(iter(runs.values())).config["model"], "")
+  timings = leaderboard.read_bench(bench)
   bench_rows = {
     n: r.estimator + (f"@{r.config['tau']:g}" if n in tuned else "") for n, r in runs.items()
   }
@@ -199,9 +206,9 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
     for other in unbiased
   ]
   timed = (
-    f"ms per step from {BENCH} ({budgets.device}), each tuned row timed at its tau"
+    f"ms per step from {bench} ({budgets.device}), each tuned row timed at its tau"
     if budgets.seconds is not None
-    else f"no row timed in {BENCH}: no wall-time reading"
+    else f"no row timed in {bench or 'a bench file'}: no wall-time reading"
   )
   untimed = [bench_rows[n] for n in budgets.untimed] if budgets.seconds is not None else []
   return [
@@ -220,11 +227,11 @@ def _budget_lines(readings, setting: str, timings) -> list[str]:
   ]
 
 
-def _comparison_lines(readings, timings) -> list[str]:
+def _comparison_lines(readings) -> list[str]:
   """Per setting: each tuned row's fresh seeds against ST-GS's and the field's rows, paired by
   seed (the field's rows hold seeds 0, 1, 2 and, once kept, 3; the fresh ones 1, 2, 3), and
   the row with the lowest mean test bound; then the tuned rows' training bounds against the
-  unbiased rows at equal budgets (``timings``: leaderboard.read_bench's)."""
+  unbiased rows at equal budgets."""
   lines = []
   for setting in SETTINGS:
     rows, means = [], {}
@@ -258,7 +265,7 @@ def _comparison_lines(readings, timings) -> list[str]:
       *tables.markdown_table(["pair", "test IWAE-100", "test IWAE-1000"], rows),
       "",
       f"The lowest mean test IWAE-100 of the {len(means)} rows: {best}, {means[best]:.2f}.",
-      *_budget_lines(readings, setting, timings),
+      *_budget_lines(readings, setting),
     ]
   return lines
 
@@ -316,7 +323,7 @@ def _report(readings) -> Report:
     header = ["arm", "tau", "seeds", "test IWAE-100", "test IWAE-1000"]
     header += ["log10 EMA Var at end (DisARM's definition)"]
     lines += tables.markdown_table(header, long_rows)
-  lines += _comparison_lines(readings, leaderboard.read_bench(BENCH))
+  lines += _comparison_lines(readings)
   return Report("\n".join(lines + readings.missing_lines()), data)
 
 
