@@ -72,28 +72,33 @@ class _ProjectInfoOnly(python_logging.Filter):
 
 def main(argv):
   start_up_signals.interrupt_while_starting()
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if flags.FLAGS.verbosity < 1:
-    logging.get_absl_handler().addFilter(_ProjectInfoOnly())
-  config = _CONFIG.value
-  if _LIST_FIELDS.value:
-    print(
-      field_listing(config, config_flags.get_config_filename(flags.FLAGS["config"]).split(":")[0])
-    )
-    return
-  if not _WORKDIR.value:
-    sys.exit(
-      "error: --workdir is required: the directory for the run's metrics, checkpoints and results."
-    )
-  if distributed.requested() and not distributed.in_worker():
-    sys.exit(distributed.supervise(sys.argv, quiet=flags.FLAGS.verbosity < 1))
-  if flags.FLAGS.verbosity < 1 and not distributed.requested():  # a job's supervisor filters
-    log_filter.start()
-  experiment = config.get("experiment")
-  if experiment not in EXPERIMENTS:
-    sys.exit(f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}.")
+  # Everything after this line is inside the try: a Ctrl-C anywhere in the start-up (the log
+  # filter's fork included) ends in the KeyboardInterrupt clause's one line and status 130.
   try:
+    if len(argv) > 1:
+      raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if flags.FLAGS.verbosity < 1:
+      logging.get_absl_handler().addFilter(_ProjectInfoOnly())
+    config = _CONFIG.value
+    if _LIST_FIELDS.value:
+      print(
+        field_listing(config, config_flags.get_config_filename(flags.FLAGS["config"]).split(":")[0])
+      )
+      return
+    if not _WORKDIR.value:
+      sys.exit(
+        "error: --workdir is required: the directory for the run's metrics, checkpoints and"
+        " results."
+      )
+    if distributed.requested() and not distributed.in_worker():
+      sys.exit(distributed.supervise(sys.argv, quiet=flags.FLAGS.verbosity < 1))
+    if flags.FLAGS.verbosity < 1 and not distributed.requested():  # a job's supervisor filters
+      log_filter.start()
+    experiment = config.get("experiment")
+    if experiment not in EXPERIMENTS:
+      sys.exit(
+        f"error: config.experiment must be one of {sorted(EXPERIMENTS)}; got {experiment!r}."
+      )
     # One process of a multi-process job (see experiments/distributed.py).
     if distributed.requested():
       distributed.stop_with_supervisor()
