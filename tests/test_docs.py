@@ -1,5 +1,6 @@
 """README.md and docs/: every relative link resolves, and the Python blocks of the API pages run."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -64,7 +65,8 @@ def _run_bash(script: str) -> None:
     try:
       _, stderr = block.communicate(timeout=900)
     except subprocess.TimeoutExpired:
-      os.killpg(block.pid, signal.SIGKILL)
+      with contextlib.suppress(ProcessLookupError):  # the whole group ended meanwhile
+        os.killpg(block.pid, signal.SIGKILL)
       raise
   assert block.returncode == 0, stderr[-3000:]
 
