@@ -6,6 +6,7 @@ metrics writer, the state to start from).
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -25,6 +26,29 @@ from experiments import start_up_signals
 from experiments.checkpoints import Checkpointer, restore_latest_good
 from experiments.workdir import is_writer, strict_json, write_json_atomic, write_text_atomic
 
+# Full-disk errors of TensorBoard writer threads (tensorboardX's), in the order they happened.
+_full_disks_in_writer_threads: list[OSError] = []
+
+
+def _keep_writer_threads_full_disk(previous: Callable) -> Callable:
+  """A threading.excepthook: a tensorboardX writer thread that fails on a full disk ends quietly
+  and its error is kept for the run's own thread (see MetricsWriter); anything else goes to
+  ``previous``."""
+
+  def hook(failure) -> None:
+    error = failure.exc_value
+    if (
+      type(failure.thread).__module__.startswith("tensorboardX")
+      and isinstance(error, OSError)
+      and error.errno == errno.ENOSPC
+    ):
+      _full_disks_in_writer_threads.append(error)
+    else:
+      previous(failure)
+
+  hook.keeps_writer_threads_full_disk = True
+  return hook
+
 
 class MetricsWriter:
   """Appends ``{"step": s, "split": name, ["member": i,] metric: value, ...}`` lines to
@@ -38,7 +62,8 @@ class MetricsWriter:
   ``progress/steps_per_second`` in the top-level run. A resumed run purges the
   events after its checkpoint's step, a run from step 0 all earlier ones (TensorBoard's
   ``purge_step``). In a multi-process job only process 0 writes (the others' writers do
-  nothing).
+  nothing). A TensorBoard writer thread that fails on a full disk (it flushes in the background)
+  stops the run at the writer's next use with that OSError, as a full metrics.jsonl does.
   """
 
   # Bookkeeping values kept in metrics.jsonl but not plotted.
@@ -53,6 +78,7 @@ class MetricsWriter:
     self.first_step = start_step + 1 if start_step else 0
     self._tb = {}
     self._file = self._summary_writer = None
+    self._full_disks_before = len(_full_disks_in_writer_threads)
     if not is_writer():
       return
     self._file = open(self.path, "a")
@@ -60,6 +86,8 @@ class MetricsWriter:
       from tensorboardX import SummaryWriter
 
       self._summary_writer = SummaryWriter
+      if not getattr(threading.excepthook, "keeps_writer_threads_full_disk", False):
+        threading.excepthook = _keep_writer_threads_full_disk(threading.excepthook)
     except ImportError:
       self._summary_writer = None
       logging.info(
@@ -67,7 +95,14 @@ class MetricsWriter:
         " to write them; metrics.jsonl has every value."
       )
 
+  def _writer_thread_met_a_full_disk(self) -> bool:
+    return len(_full_disks_in_writer_threads) > self._full_disks_before
+
   def _board(self, member: int | None):
+    # Raised here, in the run's thread: the run stops with its one full-disk line, rather than
+    # blocking once the dead thread's queue (10 events) is full.
+    if self._writer_thread_met_a_full_disk():
+      raise _full_disks_in_writer_threads[-1]
     if member not in self._tb:
       run = self._tensorboard_dir / (f"member_{member}" if member is not None else "")
       self._tb[member] = self._summary_writer(str(run), purge_step=self.first_step)
@@ -163,6 +198,8 @@ class MetricsWriter:
   def close(self) -> None:
     if self._file is not None:
       self._file.close()
+    if self._writer_thread_met_a_full_disk():
+      return  # a writer's close would wait on its dead thread; each write() flushed its events
     for writer in self._tb.values():
       writer.close()
 

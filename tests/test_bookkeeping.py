@@ -2,12 +2,14 @@
 files, the workdir's config."""
 
 import errno
+import functools
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -134,6 +136,60 @@ def test_a_full_disk_while_saving_is_one_oserror_naming_the_space(tmp_path, monk
   assert raised.value.errno == errno.ENOSPC and raised.value.filename is None
   assert checkpointer.all_steps() == [1]
   checkpointer.close()
+
+
+def test_a_writer_thread_on_a_full_disk_stops_the_run_at_the_next_write_without_a_traceback(
+  tmp_path, monkeypatch, capsys
+):
+  """tensorboardX flushes from its own thread: on a full disk that thread died with a traceback
+  on stderr (beside the run's one line), and once its queue of 10 events was full the run would
+  block forever. Its error is raised in the run's thread at the writer's next use instead."""
+  import tensorboardX
+  from tensorboardX import record_writer
+
+  monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # restored after the test
+  # The thread flushes every event (not every 120 s), so that it meets the full disk at once.
+  monkeypatch.setattr(
+    tensorboardX, "SummaryWriter", functools.partial(tensorboardX.SummaryWriter, flush_secs=0)
+  )
+  flush = record_writer.RecordWriter.flush
+  failed = []
+
+  def full_disk_in_the_writer_thread(self):
+    if threading.current_thread() is not threading.main_thread():
+      failed.append(threading.current_thread())
+      raise OSError(errno.ENOSPC, "No space left on device")
+    flush(self)
+
+  monkeypatch.setattr(record_writer.RecordWriter, "flush", full_disk_in_the_writer_thread)
+  writer = bookkeeping.MetricsWriter(tmp_path)
+  writer.write(0, "valid", loss=1.0)
+  deadline = time.monotonic() + 60
+  while not failed and time.monotonic() < deadline:
+    time.sleep(0.01)
+  (thread,) = failed
+  thread.join(timeout=60)  # it ends on the full disk
+  assert not thread.is_alive()
+  with pytest.raises(OSError) as raised:
+    writer.write(1, "valid", loss=1.0)
+  assert raised.value.errno == errno.ENOSPC
+  writer.close()  # returns: it does not wait on the dead thread
+  assert "Traceback" not in capsys.readouterr().err
+
+
+def test_other_threads_failures_still_reach_the_previous_excepthook(tmp_path, monkeypatch):
+  seen = []
+  monkeypatch.setattr(threading, "excepthook", lambda failure: seen.append(failure.exc_value))
+  bookkeeping.MetricsWriter(tmp_path).close()
+  full_disk = OSError(errno.ENOSPC, "No space left on device")
+
+  def fail():
+    raise full_disk
+
+  thread = threading.Thread(target=fail)
+  thread.start()
+  thread.join()
+  assert seen == [full_disk]
 
 
 def test_only_closed_event_loop_noise_is_dropped(monkeypatch):
