@@ -6,7 +6,6 @@ metrics writer, the state to start from).
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -24,7 +23,13 @@ from jax.experimental import multihost_utils
 
 from experiments import start_up_signals
 from experiments.checkpoints import Checkpointer, restore_latest_good
-from experiments.workdir import is_writer, strict_json, write_json_atomic, write_text_atomic
+from experiments.workdir import (
+  is_full_disk,
+  is_writer,
+  strict_json,
+  write_json_atomic,
+  write_text_atomic,
+)
 
 # Full-disk errors of TensorBoard writer threads (tensorboardX's), in the order they happened.
 _full_disks_in_writer_threads: list[OSError] = []
@@ -36,13 +41,10 @@ def _keep_writer_threads_full_disk(previous: Callable) -> Callable:
   ``previous``."""
 
   def hook(failure) -> None:
-    error = failure.exc_value
-    if (
-      type(failure.thread).__module__.startswith("tensorboardX")
-      and isinstance(error, OSError)
-      and error.errno == errno.ENOSPC
+    if type(failure.thread).__module__.startswith("tensorboardX") and is_full_disk(
+      failure.exc_value
     ):
-      _full_disks_in_writer_threads.append(error)
+      _full_disks_in_writer_threads.append(failure.exc_value)
     else:
       previous(failure)
 

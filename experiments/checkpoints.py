@@ -23,7 +23,7 @@ from jax.experimental import multihost_utils
 
 from experiments import provenance, search
 from experiments.config_checks import ConfigError
-from experiments.workdir import is_writer, require_workdir
+from experiments.workdir import is_full_disk, is_writer, require_workdir
 
 
 def _is_orbax_coroutine(obj: Any) -> bool:
@@ -132,12 +132,7 @@ class Checkpointer:
     # tensorstore reports ENOSPC as ValueError("RESOURCE_EXHAUSTED: ..."), orbax's metadata writes
     # as OSError.
     except (ValueError, OSError) as e:
-      if not (
-        isinstance(e, OSError)
-        and e.errno == errno.ENOSPC
-        or "RESOURCE_EXHAUSTED" in str(e)
-        or "No space left" in str(e)
-      ):
+      if not (is_full_disk(e) or "RESOURCE_EXHAUSTED" in str(e) or "No space left" in str(e)):
         # A workdir deleted, moved or replaced by a file while orbax wrote into it: say that,
         # not orbax's "[Errno 2] ... orbax-checkpoint-tmp".
         require_workdir(self.directory.parent / provenance.SEGMENTS_FILE, step)

@@ -164,10 +164,6 @@ def main(argv):
     workdir.unlock_workdirs()
 
 
-def _full_disk(error: BaseException | None) -> bool:
-  return isinstance(error, OSError) and error.errno == errno.ENOSPC
-
-
 def _quiet_about_the_full_disk() -> None:
   """After the run's one line on a full disk, the libraries' own writers fail again on it while
   the interpreter shuts down (tensorboardX's atexit flush, and its writer thread on the queue the
@@ -175,7 +171,9 @@ def _quiet_about_the_full_disk() -> None:
   python_logging.getLogger("asyncio").setLevel(python_logging.CRITICAL)
   logging.get_absl_handler().addFilter(_ProjectInfoOnly(warnings=False))  # orbax's thread's logs
   unraisable = sys.unraisablehook
-  sys.unraisablehook = lambda what: None if _full_disk(what.exc_value) else unraisable(what)
+  sys.unraisablehook = lambda what: (
+    None if workdir.is_full_disk(what.exc_value) else unraisable(what)
+  )
   # The run ends with its line: a library's background thread (orbax's writer, tensorboardX's)
   # failing on the same disk, whatever it raises, says nothing more.
   threading.excepthook = lambda what: None

@@ -9,6 +9,7 @@ the end, ``results.json``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
@@ -40,6 +41,11 @@ def atomic_path(path: pathlib.Path):
     os.replace(tmp, path)
   finally:
     tmp.unlink(missing_ok=True)
+
+
+def is_full_disk(error: BaseException | None) -> bool:
+  """Whether ``error`` is the OSError of a full disk (ENOSPC)."""
+  return isinstance(error, OSError) and error.errno == errno.ENOSPC
 
 
 def is_writer() -> bool:
