@@ -53,7 +53,9 @@ def _tuned_module():
   return module
 
 
-def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estimators(tmp_path):
+def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estimators(
+  tmp_path, monkeypatch
+):
   tuned = _tuned_module()
   setting = "nonlinear_dynamic_mnist"
   # Fresh seeds' test bounds: gs (mean 240) and reinmax (241) are the two lowest.
@@ -75,8 +77,27 @@ def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estim
     "mnist",
   )
   assert config.variance_ema_decay == 0.999  # the DisARM code's variance column
-  # Its table: the test bounds at the protocol's length, the unbiased rows without a tau, and
-  # the last step's EMA variance (log10: 1000 -> 3.00; DisARM's run logged none -> "-").
+  # Its table: the test bounds at the protocol's length, the unbiased rows without a tau, the
+  # same row's seed 0 at 100,000 steps (the field's DisARM; GS's search member at the long row's
+  # tau, 1, not its 0.25 one), and the last step's EMA variance (log10: 1000 -> 3.00; DisARM's run
+  # logged none -> "-").
+  monkeypatch.setattr(tuned, "RECORDS", str(tmp_path / "tuned"))
+  monkeypatch.setattr(tuned, "FIELD_RECORDS", str(tmp_path / "field"))
+  write_run(
+    tmp_path / "field" / setting / "disarm",
+    [(0, {200: 250.0}, {}, 245.0, 244.0)],
+    estimator="disarm",
+  )
+  search = tmp_path / "tuned" / setting / "search" / "gs"
+  write_run(
+    search,
+    [(0, {200: 250.0}, {}, 246.0, 245.0), (0, {200: 250.0}, {}, 247.0, 246.0)],
+    estimator="gs",
+  )
+  results = json.loads((search / "results.json").read_text())
+  for entry, tau in zip(results["members"], (0.25, 1.0), strict=True):
+    entry["tau"] = tau
+  (search / "results.json").write_text(json.dumps(results))
   members = [(0, {1_000_000: 240.0}, {}, 238.5, 237.25)]
   names = {f"{setting}/long/disarm": "disarm", f"{setting}/long/gs": "gs"}
   for n, e in names.items():
@@ -88,8 +109,11 @@ def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estim
   readings = runner.Readings(runs=runs, missing={}, arms={n: declared[n] for n in names})
   report = tuned._report(readings).markdown
   assert "At the protocol's length (1,000,000 steps):" in report
-  assert f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a | - |" in report
-  assert f"| {setting}/long/gs | 1 | 0 | 238.50 ± n/a | 237.25 ± n/a | 3.00 ± n/a |" in report
+  assert "| test IWAE-100 at 100,000 steps |" in report
+  row = f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a | 245.00 ± n/a | - |"
+  assert row in report
+  row = f"| {setting}/long/gs | 1 | 0 | 238.50 ± n/a | 237.25 ± n/a | 247.00 ± n/a | 3.00 ± n/a |"
+  assert row in report
 
 
 def test_the_tuned_rows_are_paired_by_seed_against_st_gs_zgr_and_the_unbiased_rows(tmp_path):
