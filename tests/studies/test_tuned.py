@@ -109,6 +109,7 @@ def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estim
   readings = runner.Readings(runs=runs, missing={}, arms={n: declared[n] for n in names})
   report = tuned._report(readings).markdown
   assert "At the protocol's length (1,000,000 steps):" in report
+  assert "Temperature search" not in report  # no search among these readings: no empty table
   assert "| test IWAE-100 at 100,000 steps |" in report
   row = f"| {setting}/long/disarm | - | 0 | 238.50 ± n/a | 237.25 ± n/a | 245.00 ± n/a | - |"
   assert row in report
