@@ -22,14 +22,22 @@ CONFIG = {
 }
 
 
-def write_run(workdir: pathlib.Path, members, *, steps: int = 200, **config) -> pathlib.Path:
+def write_run(
+  workdir: pathlib.Path, members, *, steps: int = 200, member_results=(), **config
+) -> pathlib.Path:
   """A finished population: ``members`` are (seed, train curve {step: neg_elbo}, variances
-  {step: log10 var}, test bound, test bound at M = 1000)."""
+  {step: log10 var}, test bound, test bound at M = 1000); ``member_results``, one dict per member
+  when given, adds fields to each member's results (e.g. a search's ``tau``)."""
   workdir.mkdir(parents=True)
   (workdir / "config.json").write_text(json.dumps({**CONFIG, "num_steps": steps, **config}))
+  extra = list(member_results) or [{}] * len(members)
   entries, lines = [], []
-  for i, (seed, curve, variance, test, test_1000) in enumerate(members):
-    entries.append({"member": i, "seed": seed, "test_nll": test, "test_nll_M1000": test_1000})
+  for i, ((seed, curve, variance, test, test_1000), more) in enumerate(
+    zip(members, extra, strict=True)
+  ):
+    entries.append(
+      {"member": i, "seed": seed, "test_nll": test, "test_nll_M1000": test_1000, **more}
+    )
     for step, value in variance.items():
       lines.append({"step": step, "split": "train", "member": i, "log10_grad_variance": value})
     for step, value in curve.items():

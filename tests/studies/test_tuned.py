@@ -92,12 +92,9 @@ def test_the_protocol_length_runs_the_unbiased_pair_and_the_two_best_tuned_estim
   write_run(
     search,
     [(0, {200: 250.0}, {}, 246.0, 245.0), (0, {200: 250.0}, {}, 247.0, 246.0)],
+    member_results=({"tau": 0.25}, {"tau": 1.0}),
     estimator="gs",
   )
-  results = json.loads((search / "results.json").read_text())
-  for entry, tau in zip(results["members"], (0.25, 1.0), strict=True):
-    entry["tau"] = tau
-  (search / "results.json").write_text(json.dumps(results))
   members = [(0, {1_000_000: 240.0}, {}, 238.5, 237.25)]
   names = {f"{setting}/long/disarm": "disarm", f"{setting}/long/gs": "gs"}
   for n, e in names.items():
