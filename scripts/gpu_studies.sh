@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The GPU window of round 5's studies (#64 the leaderboard at each estimator's best, #66 the
-# categorical track): the arms the 2-core CPU would take days for, as LANES of study commands
+# categorical track): the arms the 2-core CPU has not yet trained, as LANES of study commands
 # run side by side on one GPU (each lane one process at a time, its commands in order), within
 # one time budget (the device's 15 minutes less its start and the copy back), most needed first:
-#   1. tuned, non-linear dynamic MNIST: the five temperature searches, then their fresh seeds;
-#   2. field, non-linear dynamic MNIST: every row (the equal-evaluation ones too);
-#   3. tuned, linear dynamic MNIST (searches, fresh seeds), then the field's linear rows;
-#   4. tuned, the protocol's length (10^6 steps) on non-linear Fashion-MNIST;
-#   5. categorical, as published: 8x4, 16x12, 10x30.
+#   1. tuned, the protocol's length (10^6 steps) on non-linear dynamic MNIST, then categorical
+#      4x24 as published;
+#   2-4. categorical as published, 8x4 (with the exact row), 16x12, 10x30, then 8x16 and 64x8;
+#   5. categorical as it should be measured (categorical:measured): 8x4's temperature searches,
+#      then their fresh seeds and the tau-free rows.
+# An arm whose records are kept is not trained again, so the same command goes on where the CPU
+# (or an earlier window) stopped.
 # Each finished arm's records are kept in records/ as on any machine (no tables: the lanes share
 # workdirs, and the pages are regenerated from the records where they are unpacked); at the end (or when the
 # budget runs out: a running arm is stopped with SIGTERM, its checkpoint left behind) the records
@@ -51,36 +53,38 @@ if [ "${GR_JAX_TRY:-0}" = 1 ]; then
     --set='extra_test_samples=(8,)' --set=num_eval_examples=20 --set=eval_batch_size=10)
 fi
 
-# study LANE STUDY ARMS: one study command of a lane, stopped at the budget's end.
+# study LANE STUDY[:ARG] ARMS: one study command of a lane, stopped at the budget's end.
 study() {
-  local lane=$1 name=$2 arms=$3
+  local lane=$1 spec=$2 arms=$3
+  local name=${spec%%:*}
   local left=$((end - SECONDS))
-  if [ "$left" -lt 60 ]; then echo "not run (budget spent): $name --arms=$arms" >>"$runs/lane$lane.log"; return; fi
-  echo "== lane $lane, $left s left: $name --arms=$arms" >>"$runs/lane$lane.log"
+  if [ "$left" -lt 60 ]; then echo "not run (budget spent): $spec --arms=$arms" >>"$runs/lane$lane.log"; return; fi
+  echo "== lane $lane, $left s left: $spec --arms=$arms" >>"$runs/lane$lane.log"
   timeout --signal=TERM --kill-after=60 "$left" python3 -m experiments.study \
-    --study="configs/studies/$name.py" --out="$runs/$name" --data_root="$data" --arms="$arms" \
-    --tables=false "${tiny[@]}" >>"$runs/lane$lane.log" 2>&1
+    --study="configs/studies/$name.py${spec#"$name"}" --out="$runs/$name" --data_root="$data" \
+    --arms="$arms" --tables=false "${tiny[@]}" >>"$runs/lane$lane.log" 2>&1
   echo "== lane $lane: exit $?" >>"$runs/lane$lane.log"
 }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$runs/device.txt" 2>&1
 (
-  study 1 tuned nonlinear_dynamic_mnist/search/
-  study 1 tuned nonlinear_dynamic_mnist/fresh/ # declared by the searches' kept records
+  study 1 tuned nonlinear_dynamic_mnist/long/
+  study 1 categorical published/4x24/
 ) &
 (
-  study 2 field nonlinear_dynamic_mnist/
+  study 2 categorical published/8x4/
+  study 2 categorical published/8x16/
 ) &
 (
-  study 3 tuned linear_dynamic_mnist/search/
-  study 3 tuned linear_dynamic_mnist/fresh/
-  study 3 field linear_dynamic_mnist/
+  study 3 categorical published/16x12/
+  study 3 categorical published/64x8/
 ) &
 (
-  study 4 tuned nonlinear_fashion_mnist/long/
+  study 4 categorical published/10x30/
 ) &
 (
-  study 5 categorical published/8x4/,published/16x12/,published/10x30/
+  study 5 categorical:measured measured/8x4/search/
+  study 5 categorical:measured measured/8x4/ # fresh seeds at the kept searches' selections
 ) &
 wait
 
