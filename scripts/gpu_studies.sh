@@ -20,9 +20,10 @@
 #   bash scripts/gpu_studies.sh OUT DATA_ROOT [SECONDS]
 # DATA_ROOT holds mnist/ and fashion_mnist/ (the four gzip IDX files each). The arms' workdirs go
 # to $GR_JAX_RUNS (default /tmp/gr_jax_gpu_runs). To try every lane on a CPU at tiny sizes first,
-# in a scratch clone whose records/ takes the tiny runs' records (the kept categorical ones moved
-# out, or the tiny runs would be refused their place):
-#   git clone . /tmp/try && rm -r /tmp/try/records/categorical && \
+# in a scratch clone whose records/ takes the tiny runs' records (the kept categorical ones and
+# the kept 10^6-step arms moved out, or the tiny runs would be refused their place):
+#   git clone . /tmp/try && rm -r /tmp/try/records/categorical \
+#     /tmp/try/records/tuned/nonlinear_dynamic_mnist/long && \
 #     GR_JAX_TRY=1 bash /tmp/try/scripts/gpu_studies.sh /tmp/try_out ../shared/data 600
 # On the device (`run`; ml_collections and tensorboardX as wheels in .whl/, the two datasets
 # copied to .data/, both ignored through .git/info/exclude and named in carry), prepared here by
