@@ -3,10 +3,9 @@
 # categorical track): the arms the 2-core CPU has not yet trained, as LANES of study commands
 # run side by side on one GPU (each lane one process at a time, its commands in order), within
 # one time budget (the device's 15 minutes less its start and the copy back), most needed first:
-#   1. tuned, the protocol's length (10^6 steps) on non-linear dynamic MNIST, then categorical
-#      4x24 as published;
-#   2-4. categorical as published, 8x4 (with the exact row), 16x12, 10x30, then 8x16 and 64x8;
-#   5. categorical as it should be measured (categorical:measured): 8x4's temperature searches,
+#   1-2. tuned, the protocol's length (10^6 steps) on non-linear dynamic MNIST: GS, GR-exact;
+#   3-5. categorical as published, 8x4 (with the exact row), 16x12, 10x30, then 4x24, 8x16, 64x8;
+#   6. categorical as it should be measured (categorical:measured): 8x4's temperature searches,
 #      then their fresh seeds and the tau-free rows.
 # An arm whose records are kept is not trained again, so the same command goes on where the CPU
 # (or an earlier window) stopped.
@@ -15,7 +14,8 @@
 # budget runs out: a running arm is stopped with SIGTERM, its checkpoint left behind) the records
 # written by this run are packed into OUT/records.tgz and every lane's log into OUT/logs.tgz:
 # unpack the records at the repository's root here (`tar xzf records.tgz`), then regenerate the
-# pages (docs/results.md, docs/leaderboard.md) as after any kept run.
+# pages (docs/results.md, docs/leaderboard.md) as after any kept run. A 10^6-step arm stopped
+# short comes back as OUT/unfinished_<arm>.tgz (runs/gpu/...): unpack it there too.
 #
 #   bash scripts/gpu_studies.sh OUT DATA_ROOT [SECONDS]
 # DATA_ROOT holds mnist/ and fashion_mnist/ (the four gzip IDX files each). The arms' workdirs go
@@ -39,8 +39,7 @@ set -u
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 data=$(cd "$2" && pwd)
 end=$((SECONDS + ${3:-660}))
-runs=${GR_JAX_RUNS:-/tmp/gr_jax_gpu_runs}
-mkdir -p "$runs"
+runs=$(mkdir -p "${GR_JAX_RUNS:-/tmp/gr_jax_gpu_runs}" && cd "${GR_JAX_RUNS:-/tmp/gr_jax_gpu_runs}" && pwd)
 cd "$(dirname "$0")/.."
 # Several processes share the GPU: each takes memory as it needs it, not 75 % up front.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_DEFAULT_MATMUL_PRECISION=highest PYTHONUNBUFFERED=1
@@ -69,28 +68,40 @@ study() {
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$runs/device.txt" 2>&1
 (
-  study 1 tuned nonlinear_dynamic_mnist/long/
-  study 1 categorical published/4x24/
+  study 1 tuned nonlinear_dynamic_mnist/long/gs
 ) &
 (
-  study 2 categorical published/8x4/
-  study 2 categorical published/8x16/
+  study 2 tuned nonlinear_dynamic_mnist/long/gr_exact
 ) &
 (
-  study 3 categorical published/16x12/
-  study 3 categorical published/64x8/
+  study 3 categorical published/8x4/
+  study 3 categorical published/4x24/
 ) &
 (
-  study 4 categorical published/10x30/
+  study 4 categorical published/16x12/
+  study 4 categorical published/8x16/
 ) &
 (
-  study 5 categorical:measured measured/8x4/search/
-  study 5 categorical:measured measured/8x4/ # fresh seeds at the kept searches' selections
+  study 5 categorical published/10x30/
+  study 5 categorical published/64x8/
+) &
+(
+  study 6 categorical:measured measured/8x4/search/
+  study 6 categorical:measured measured/8x4/ # fresh seeds at the kept searches' selections
 ) &
 wait
 
 # What this run kept (records/ files newer than its start), and every lane's log.
 find records -type f -newer "$started" | tar czf "$out/records.tgz" -T -
+# Each 10^6-step arm stopped short (no records kept): its workdir and latest checkpoint as
+# runs/gpu/..., so that a later window goes on from it (carry runs/gpu, GR_JAX_RUNS=runs/gpu).
+for workdir in "$runs"/tuned/*/long/*/; do
+  arm=${workdir#"$runs"/} && arm=${arm%/}
+  [ -d "$workdir" ] && [ ! -f "records/$arm/results.json" ] || continue
+  latest=$(ls "$workdir/checkpoints" 2>/dev/null | grep -E '^[0-9]+$' | sort -n | tail -n1)
+  (cd "$runs" && tar czf "$out/unfinished_${arm##*/}.tgz" --transform='s|^|runs/gpu/|' \
+    $(ls -d "$arm"/* | grep -v /checkpoints$) ${latest:+"$arm/checkpoints/$latest"})
+done
 (cd "$runs" && tar czf "$out/logs.tgz" device.txt lane*.log)
 tar tzf "$out/records.tgz" | grep -c results.json | sed 's/^/populations kept: /' | tee "$out/kept.txt"
 grep -h "^== \|^not run" "$runs"/lane*.log
