@@ -261,7 +261,9 @@ def _published_report(readings) -> Report:
       rows.append(
         [
           estimator,
-          f"{learning_rate:g}, {tau:g}, {optimizer.removeprefix('torch_')}",
+          # ZGR and RLOO-2 take the row's tau but have no temperature to use it.
+          f"{learning_rate:g}, {f'{tau:g}' if _has_temperature(estimator) else '-'}, "
+          f"{optimizer.removeprefix('torch_')}",
           "4096 (enumerated)"
           if estimator == "exact"
           else estimators.get(estimator).loss_evaluations,

@@ -129,6 +129,7 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
     gradient={0: (-3.0, -4.0), 1: (-3.5, -4.5), 2: (-4.0, -5.0)},
   )
   _kept_published(tmp_path, study, "reinmax", {0: 104, 1: 104, 2: 104}, {0: 120, 1: 121, 2: 122})
+  _kept_published(tmp_path, study, "zgr", {0: 105, 1: 105, 2: 105}, {0: 125, 1: 125, 2: 125})
   readings = runner.read(study, tmp_path / "no_runs", tmp_path)
   text = study.report(readings).markdown
   assert (
@@ -138,10 +139,12 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
   assert "| gr_mc100 − reinmax | -2.00 ± 1.00 (lower on 3 of 3) |" in text
   assert "| st_gs | 0.0003, 0.5, adam | 1 | 2.0 (cpu (cpu)) | 101.00 ± 1.00 |" in text
   assert "| gr_mc100 | 0.0005, 0.5, adam | 1 | — |" in text  # not benched
-  assert "gr_mc10 −" not in text and "zgr" not in text.split("Not in the tables")[0]
+  assert "| zgr | 0.0005, -, adam | 1 | — |" in text  # no temperature: the row's tau unused
+  assert "gr_mc10 −" not in text and "gst" not in text.split("Not in the tables")[0]
   assert (
-    "Ranked by train -ELBO (last epoch) (mean over seeds, best first): st_gs, gr_mc100, reinmax;"
-    " by test IWAE-100: gr_mc100, st_gs, reinmax; 2 of 3 pairs in the same order." in text
+    "Ranked by train -ELBO (last epoch) (mean over seeds, best first): st_gs, gr_mc100, reinmax,"
+    " zgr;"
+    " by test IWAE-100: gr_mc100, st_gs, reinmax, zgr; 5 of 6 pairs in the same order." in text
   )
   # Each seed's mean over its 2 checkpoints (variance -4 and -3 on seed 0: -3.5), then over seeds.
   assert "each seed's mean over its 2 measurements" in text
