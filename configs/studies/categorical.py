@@ -258,12 +258,12 @@ def _published_report(readings) -> Report:
         "test IWAE-100": run.by_seed("test_nll_M100"),
         "test IWAE-1000": run.by_seed("test_nll_M1000"),
       }
+      # ZGR and RLOO-2 take the row's tau but have no temperature to use it.
+      tau_text = f"{tau:g}" if _has_temperature(estimator) else "-"
       rows.append(
         [
           estimator,
-          # ZGR and RLOO-2 take the row's tau but have no temperature to use it.
-          f"{learning_rate:g}, {f'{tau:g}' if _has_temperature(estimator) else '-'}, "
-          f"{optimizer.removeprefix('torch_')}",
+          f"{learning_rate:g}, {tau_text}, {optimizer.removeprefix('torch_')}",
           "4096 (enumerated)"
           if estimator == "exact"
           else estimators.get(estimator).loss_evaluations,
