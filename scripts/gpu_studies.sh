@@ -38,7 +38,7 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 data=$(cd "$2" && pwd)
 end=$((SECONDS + ${3:-660}))
 runs=${GR_JAX_RUNS:-/tmp/gr_jax_gpu_runs}
-mkdir -p "$runs"
+runs=$(mkdir -p "$runs" && cd "$runs" && pwd)  # absolute: the lanes run from the repository root
 cd "$(dirname "$0")/.."
 # Several processes share the GPU: each takes memory as it needs it, not 75 % up front.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_DEFAULT_MATMUL_PRECISION=highest PYTHONUNBUFFERED=1
