@@ -208,9 +208,22 @@ GRADIENT = {
 }
 
 
+def _unresolved_bias(run: records.Run) -> tuple[int, int]:
+  """(measurements whose squared bias is <= 0, measurements): the squared bias is logged less its
+  Monte Carlo variance, so an unbiased estimator's is <= 0 about half the time, and its log10 is
+  logged as null. A measurement is a step where the variance was logged."""
+  unresolved = measured = 0
+  for member in run.members:
+    bias = member.curve(GRADIENT["log10 squared bias"])
+    steps = member.curve(GRADIENT["log10 variance"])
+    measured += len(steps)
+    unresolved += sum(step not in bias for step in steps)
+  return unresolved, measured
+
+
 def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
   """The encoder gradient against the exact one, measured at every checkpoint of each seed."""
-  rows, checkpoints = [], set()
+  rows, checkpoints, unresolved_rows = [], set(), False
   for estimator, run in runs.items():
     if not any(member.curve(metric) for member in run.members for metric in GRADIENT.values()):
       continue  # not measured (only the 8x4 arms measure it)
@@ -219,15 +232,20 @@ def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
       per_seed = {}
       for member in run.members:
         curve = member.curve(metric)
-        if curve:
+        if curve and metric == GRADIENT["log10 variance"]:
           checkpoints.add(len(curve))
         per_seed[member.seed] = tables.mean(curve.values())
       columns.append(tables.spread(per_seed.values()))
+    unresolved, measured = _unresolved_bias(run)
+    if unresolved:
+      # A mean of the log10 over the positive estimates alone would overstate the bias.
+      columns[0] = f"~0 at {unresolved} of {measured}"
+      unresolved_rows = True
     rows.append([estimator, *columns])
   if not rows:
     return []
   counts = "/".join(str(n) for n in sorted(checkpoints))
-  return [
+  lines = [
     "The encoder's gradient against the exact gradient (4096 configurations enumerated), every"
     f" {BIAS_EVERY:,} steps: each seed's mean over its {counts} measurements, then mean ± sd"
     " over seeds:",
@@ -235,6 +253,13 @@ def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
     *tables.markdown_table(["estimator", *GRADIENT], rows),
     "",
   ]
+  if unresolved_rows:
+    lines += [
+      "~0 at k of n: at k of the seeds' n measurements the squared bias, less its Monte Carlo"
+      " variance, is ≤ 0 (zero within the noise of the draws), so no log10 mean is given.",
+      "",
+    ]
+  return lines
 
 
 def _shape_runs(readings, phase: str, shape: str) -> dict[str, records.Run]:

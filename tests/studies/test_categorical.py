@@ -74,7 +74,9 @@ def test_an_unknown_phase_is_one_line():
 def _kept_published(records_dir, study, estimator, train, test, gradient=None, shape="8x4"):
   """Published records of ``estimator`` on ``shape``: per seed (0, 1, 2) the last-epoch training
   bound ``train[seed]``, the test bounds ``test[seed]`` (1 sample; IWAE-100 one nat lower,
-  IWAE-1000 two), and at steps 0 and 9600 the gradient metrics ``gradient[seed]`` (log10)."""
+  IWAE-1000 two), and at steps 0 and 9600 the gradient metrics ``gradient[seed]`` (log10; a
+  squared bias of None is logged as null, as a bias estimate <= 0 is, and the MSE is then the
+  variance)."""
   (arm,) = [a for a in study.arms if a.name == f"published/{shape}/{estimator}"]
   config = launch.load_config(arm.config, arm.command_overrides()).to_dict()
   folder = records_dir / arm.name
@@ -102,7 +104,7 @@ def _kept_published(records_dir, study, estimator, train, test, gradient=None, s
           "member": seed,
           "log10_grad_squared_bias": bias,
           "log10_grad_variance": variance + step / 9600,  # 1 higher at the second checkpoint
-          "log10_grad_mse": bias + 1,
+          "log10_grad_mse": variance if bias is None else bias + 1,
         }
       )
   (folder / "results.json").write_text(json.dumps({"steps": steps, "members": members}))
@@ -158,6 +160,27 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
     readings = runner.read(study, tmp_path / "no_runs", tmp_path)
     (drawn,) = study.figures(readings, tmp_path / "figures")
     assert drawn.name == "categorical_published.png" and drawn.stat().st_size > 0
+
+
+def test_a_squared_bias_within_noise_is_counted_not_averaged_away(tmp_path):
+  study = categorical.get_study()
+  study = dataclasses.replace(study, arms=study.select(["published/8x4/"]))
+  # RLOO-2 is unbiased: its squared bias less the Monte Carlo variance is <= 0 (logged as null) on
+  # seeds 0 and 2 at both checkpoints. A log10 mean of seed 1's alone would read -5.00.
+  unbiased = {0: (None, -4.0), 1: (-5.0, -4.0), 2: (None, -4.0)}
+  _kept_published(tmp_path, study, "rloo2", *[{0: 90, 1: 91, 2: 92}] * 2, gradient=unbiased)
+  _kept_published(
+    tmp_path,
+    study,
+    "st_gs",
+    *[{0: 90, 1: 91, 2: 92}] * 2,
+    gradient={s: (-3.0, -4.0) for s in (0, 1, 2)},
+  )
+  text = study.report(runner.read(study, tmp_path / "no_runs", tmp_path)).markdown
+  assert "each seed's mean over its 2 measurements" in text
+  assert "| rloo2 | ~0 at 4 of 6 | -3.50 ± 0.00 | -4.00 ± 0.00 |" in text
+  assert "| st_gs | -3.00 ± 0.00 | -3.50 ± 0.00 | -2.00 ± 0.00 |" in text
+  assert "~0 at k of n: at k of the seeds' n measurements" in text
 
 
 def test_rankings_agree_pair_by_pair():
