@@ -64,7 +64,9 @@ MEASURED = (
 
 
 def _has_temperature(estimator: str) -> bool:
-  return estimator not in ("zgr", "rloo2")
+  # The exact row's encoder gradient is enumerated and its sample (ST's) is a categorical draw, so
+  # the tau of ReinMax's row, which it takes, goes unused as ZGR's and RLOO-2's does.
+  return estimator not in ("zgr", "rloo2", "exact")
 
 
 def _published_arm(shape: str, estimator: str, phase: str, name: str = "", **fields) -> Arm:
@@ -283,7 +285,7 @@ def _published_report(readings) -> Report:
         "test IWAE-100": run.by_seed("test_nll_M100"),
         "test IWAE-1000": run.by_seed("test_nll_M1000"),
       }
-      # ZGR and RLOO-2 take the row's tau but have no temperature to use it.
+      # ZGR, RLOO-2 and the exact row take the row's tau but have no temperature to use it.
       tau_text = f"{tau:g}" if _has_temperature(estimator) else "-"
       rows.append(
         [

@@ -75,8 +75,8 @@ def _kept_published(records_dir, study, estimator, train, test, gradient=None, s
   """Published records of ``estimator`` on ``shape``: per seed (0, 1, 2) the last-epoch training
   bound ``train[seed]``, the test bounds ``test[seed]`` (1 sample; IWAE-100 one nat lower,
   IWAE-1000 two), and at steps 0 and 9600 the gradient metrics ``gradient[seed]`` (log10; a
-  squared bias of None is logged as null, as a bias estimate <= 0 is, and the MSE is then the
-  variance)."""
+  squared bias or variance of None is logged as null, as a log10 of 0 or less is, and the MSE is
+  then the variance)."""
   (arm,) = [a for a in study.arms if a.name == f"published/{shape}/{estimator}"]
   config = launch.load_config(arm.config, arm.command_overrides()).to_dict()
   folder = records_dir / arm.name
@@ -103,7 +103,8 @@ def _kept_published(records_dir, study, estimator, train, test, gradient=None, s
           "split": "train",
           "member": seed,
           "log10_grad_squared_bias": bias,
-          "log10_grad_variance": variance + step / 9600,  # 1 higher at the second checkpoint
+          # 1 higher at the second checkpoint
+          "log10_grad_variance": None if variance is None else variance + step / 9600,
           "log10_grad_mse": variance if bias is None else bias + 1,
         }
       )
@@ -176,7 +177,12 @@ def test_a_squared_bias_within_noise_is_counted_not_averaged_away(tmp_path):
     *[{0: 90, 1: 91, 2: 92}] * 2,
     gradient={s: (-3.0, -4.0) for s in (0, 1, 2)},
   )
+  # The exact gradient's variance and squared bias are 0: their log10 is logged as null.
+  exact = {seed: (None, None) for seed in (0, 1, 2)}
+  _kept_published(tmp_path, study, "exact", *[{0: 90, 1: 91, 2: 92}] * 2, gradient=exact)
   text = study.report(runner.read(study, tmp_path / "no_runs", tmp_path)).markdown
+  assert "| exact | 0.0005, -, adam | 4096 (enumerated) |" in text  # ReinMax's row, tau unused
+  assert "| exact |" not in text.split("The encoder's gradient")[1]  # nothing to tabulate
   assert "each seed's mean over its 2 measurements" in text
   assert "| rloo2 | ~0 at 4 of 6 | -3.50 ± 0.00 | -4.00 ± 0.00 |" in text
   assert "| st_gs | -3.00 ± 0.00 | -3.50 ± 0.00 | -2.00 ± 0.00 |" in text
