@@ -156,10 +156,25 @@ OTHERS = ("st_gs", "gst", "reinmax", "zgr")
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "records/bench_categorical.json"
 
 
-def _ms_per_step(timings, shape: str, estimator: str, run: records.Run) -> str:
-  """The bench's milliseconds per training step at the run's batch size, and its machine."""
+def _ms_per_step(timings, shape: str, estimator: str, run: records.Run, devices: set) -> str:
+  """The bench's milliseconds per training step at the run's batch size; its machine is added
+  to ``devices``, named once under the table."""
   timing = timings.get((f"categorical_{shape}", f"B={run.config['batch_size']} {estimator}"))
-  return "—" if timing is None else f"{timing[0]:.1f} ({timing[1]})"
+  if timing is None:
+    return "—"
+  devices.add(timing[1])
+  return f"{timing[0]:.1f}"
+
+
+def _bench_line(devices: set) -> list[str]:
+  if not devices:
+    return []
+  return [
+    "bench ms / step: one training step at batch 100, one member, timed on "
+    + ", ".join(f"`{device}`" for device in sorted(devices))
+    + f" (jax's device kind and backend); {BENCH.relative_to(BENCH.parents[1])}.",
+    "",
+  ]
 
 
 def _paired_lines(runs: dict[str, records.Run], columns: dict) -> list[str]:
@@ -274,7 +289,7 @@ def _published_report(readings) -> Report:
   for shape in SHAPES:
     runs = _shape_runs(readings, "published", shape)
     exact = readings.get(f"published/{shape}/exact")
-    rows = []
+    rows, devices = [], set()
     for estimator, run in (*runs.items(), *((("exact", exact),) if exact else ())):
       learning_rate, tau, optimizer = categorical_vae.published_hyperparameters(
         "reinmax" if estimator == "exact" else estimator, shape
@@ -294,7 +309,7 @@ def _published_report(readings) -> Report:
           "4096 (enumerated)"
           if estimator == "exact"
           else estimators.get(estimator).loss_evaluations,
-          _ms_per_step(timings, shape, estimator, run),
+          _ms_per_step(timings, shape, estimator, run, devices),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
@@ -308,7 +323,7 @@ def _published_report(readings) -> Report:
         *columns,
       ]
       lines += [f"### {shape} (C categories x L variables)", ""]
-      lines += tables.markdown_table(header, rows) + [""]
+      lines += tables.markdown_table(header, rows) + [""] + _bench_line(devices)
       lines += _paired_lines(
         runs,
         {
@@ -332,7 +347,7 @@ def _measured_report(readings) -> Report:
   lines, data, timings = [], [], leaderboard.read_bench(BENCH)
   for shape in SHAPES:
     runs = _shape_runs(readings, "measured", shape)
-    rows = []
+    rows, devices = [], set()
     for estimator, run in runs.items():
       search = readings.get(f"measured/{shape}/search/{estimator}")
       tau = search.best("tau") if search else None
@@ -345,7 +360,7 @@ def _measured_report(readings) -> Report:
           estimator,
           "—" if tau is None else f"{tau:g}",
           estimators.get(estimator).loss_evaluations,
-          _ms_per_step(timings, shape, estimator, run),
+          _ms_per_step(timings, shape, estimator, run, devices),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
@@ -353,7 +368,7 @@ def _measured_report(readings) -> Report:
     if rows:
       header = ["estimator", "selected tau", "evaluations / step", "bench ms / step", *columns]
       lines += [f"### {shape}", ""]
-      lines += tables.markdown_table(header, rows) + [""]
+      lines += tables.markdown_table(header, rows) + [""] + _bench_line(devices)
       lines += _paired_lines(
         runs, {"test IWAE-100": "test_nll", "test IWAE-1000": "test_nll_M1000"}
       )

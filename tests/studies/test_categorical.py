@@ -140,7 +140,8 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
     in (text)
   )
   assert "| gr_mc100 − reinmax | -2.00 ± 1.00 (lower on 3 of 3) |" in text
-  assert "| st_gs | 0.0003, 0.5, adam | 1 | 2.0 (cpu (cpu)) | 101.00 ± 1.00 |" in text
+  assert "| st_gs | 0.0003, 0.5, adam | 1 | 2.0 | 101.00 ± 1.00 |" in text
+  assert text.count("timed on `cpu (cpu)` (jax's device kind and backend)") == 1  # once a table
   assert "| gr_mc100 | 0.0005, 0.5, adam | 1 | — |" in text  # not benched
   assert "| zgr | 0.0005, -, adam | 1 | — |" in text  # no temperature: the row's tau unused
   assert "gr_mc10 −" not in text and "gst" not in text.split("Not in the tables")[0]
