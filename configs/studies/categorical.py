@@ -384,7 +384,7 @@ def _figure(phase: str, bound: str, ylabel: str):
     curves = []
     for estimator in ESTIMATORS:
       values = {
-        shape: [v for v in run.by_seed(bound).values() if v is not None]
+        shape: {seed: v for seed, v in run.by_seed(bound).items() if v is not None}
         for shape in SHAPES
         if (run := readings.get(f"{phase}/{shape}/{estimator}")) is not None
       }
@@ -394,7 +394,13 @@ def _figure(phase: str, bound: str, ylabel: str):
       return []  # a curve needs two shapes
     path = directory / f"categorical_{phase}.png"
     title = f"Categorical MNIST VAE, {phase} protocol"
-    return [figures.shape_curves(path, title, SHAPES, curves, ylabel, colour_order=ESTIMATORS)]
+    # ST-GS is the estimator GR Rao-Blackwellizes: the panel of differences pairs each row
+    # with it, seed by seed.
+    return [
+      figures.shape_curves(
+        path, title, SHAPES, curves, ylabel, colour_order=ESTIMATORS, reference="st_gs"
+      )
+    ]
 
   return draw
 

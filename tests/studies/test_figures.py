@@ -136,7 +136,7 @@ def _budget(label):
 
 
 def _shape(label):
-  return figures.ShapeCurve(label, {"8x4": (110.0, 111.0), "16x12": (100.0, 101.0)})
+  return figures.ShapeCurve(label, {"8x4": {0: 110.0, 1: 111.0}, "16x12": {0: 100.0, 1: 101.0}})
 
 
 def test_the_leaderboard_and_categorical_figures_keep_an_estimators_colour(tmp_path, monkeypatch):
@@ -157,6 +157,27 @@ def test_the_leaderboard_and_categorical_figures_keep_an_estimators_colour(tmp_p
   for by_label in _drawn_colours(monkeypatch, draw):
     assert by_label["gr_exact"][0] == cycle[3]
     assert by_label.get("st_gs", (cycle[2],))[0] == cycle[2]
+
+
+def test_the_shape_figures_second_panel_pairs_each_row_with_the_reference_by_seed(
+  tmp_path, monkeypatch
+):
+  """The shape moves every bound by tens of nats and the rows differ by a few: the second panel
+  draws each row minus ST-GS on the seeds both have (seed 2 of gr_mc100 has no ST-GS twin)."""
+  st_gs = figures.ShapeCurve("st_gs", {"8x4": {0: 120.0, 1: 122.0}, "16x12": {0: 95.0}})
+  gr = figures.ShapeCurve("gr_mc100", {"8x4": {0: 119.0, 1: 119.0, 2: 0.0}, "16x12": {1: 96.0}})
+  assert figures.paired_differences(gr, st_gs) == {"8x4": [-1.0, -3.0]}
+  drawn = []
+  monkeypatch.setattr(figures, "_save", lambda figure, path: drawn.append(figure) or path)
+  figures.shape_curves(tmp_path / "s.png", "t", ["8x4", "16x12"], [st_gs, gr], reference="st_gs")
+  [figure] = drawn
+  bounds, against = figure.axes
+  by_label = {bars.get_label(): bars.lines[0].get_ydata() for bars in against.containers}
+  assert list(by_label["gr_mc100"]) == [-2.0]  # the mean of -1 and -3, on 8x4 only
+  assert list(by_label["st_gs"]) == [0.0, 0.0]
+  assert against.get_yscale() == "symlog"
+  gr_bounds = next(b for b in bounds.containers if b.get_label() == "gr_mc100")
+  assert list(gr_bounds.lines[0].get_ydata()) == pytest.approx([238 / 3, 96.0])
 
 
 def test_a_row_at_another_tau_or_averaged_takes_its_estimators_colour_dashed(tmp_path, monkeypatch):
