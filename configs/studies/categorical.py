@@ -159,7 +159,10 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "records/bench_categorical
 def _ms_per_step(timings, shape: str, estimator: str, run: records.Run, devices: set) -> str:
   """The bench's milliseconds per training step at the run's batch size; its machine is added
   to ``devices``, named once under the table."""
-  timing = timings.get((f"categorical_{shape}", f"B={run.config['batch_size']} {estimator}"))
+  # The bench names the model by its shape (categorical_<shape>); the run's config says
+  # "categorical".
+  bench_config = {**run.config, "model": f"categorical_{shape}"}
+  timing = leaderboard.bench_timing(timings, bench_config, estimator)
   if timing is None:
     return "—"
   devices.add(timing[1])
