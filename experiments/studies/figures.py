@@ -219,7 +219,8 @@ def shape_curves(
   With ``reference`` (a curve's label), a second panel draws each curve minus the reference,
   paired by seed (mean ± sd of the differences; ``paired_differences``), on a scale linear
   within ±2 nats and logarithmic beyond: the shape moves every bound by tens of nats, the
-  estimators differ by a few."""
+  estimators differ by a few. While no curve has that label (the reference row not yet kept),
+  the figure is the first panel alone."""
   plt = _pyplot()
   bounds = {
     curve.label: {s: [*seeds.values()] for s, seeds in curve.values.items()} for curve in curves
