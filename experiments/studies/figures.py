@@ -13,6 +13,8 @@ import pathlib
 import statistics
 from collections.abc import Mapping, Sequence
 
+from experiments.studies import tables
+
 
 @dataclasses.dataclass(frozen=True)
 class TemperatureCurve:
@@ -188,12 +190,12 @@ def budget_curves(
 
 def paired_differences(curve: ShapeCurve, reference: ShapeCurve) -> dict[str, list[float]]:
   """{shape: curve's value minus the reference's, one per seed both have}: the difference a
-  seed's shared initialisation and data order leave to the estimator."""
+  seed's shared initialisation and data order leave to the estimator (``tables.paired``)."""
   differences = {}
   for shape, values in curve.values.items():
-    seeds = sorted(values.keys() & reference.values.get(shape, {}).keys())
-    if seeds:
-      differences[shape] = [values[seed] - reference.values[shape][seed] for seed in seeds]
+    pair = tables.paired(reference.values.get(shape, {}), values)
+    if pair.differences:
+      differences[shape] = list(pair.differences)
   return differences
 
 
