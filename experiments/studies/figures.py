@@ -213,10 +213,11 @@ def shape_curves(
   ylabel: str = "test IWAE-100 (nats)",
   colour_order: Sequence[str] = (),
   reference: str | None = None,
+  variants: Mapping[str, str] = {},
 ) -> pathlib.Path:
   """The test bound against the latent shape (in ``shapes``' order): each estimator's mean ±
   sd over seeds, a line through the shapes it has; a label in ``colour_order`` takes the colour
-  of its place there (``_styles``).
+  of its place there, a label of ``variants`` its base's colour, dashed (``_styles``).
 
   With ``reference`` (a curve's label), a second panel draws each curve minus the reference,
   paired by seed (mean ± sd of the differences; ``paired_differences``), on a scale linear
@@ -237,7 +238,7 @@ def shape_curves(
       (axes, bounds),
       (against, {curve.label: paired_differences(curve, paired) for curve in curves}),
     ]
-  styles = _styles(plt, [curve.label for curve in curves], colour_order)
+  styles = _styles(plt, [curve.label for curve in curves], colour_order, variants)
   for panel, values_by_label in panels:
     for label, values in values_by_label.items():
       held = [(x, _spread(values[s])) for x, s in enumerate(shapes) if values.get(s)]

@@ -13,11 +13,19 @@ from experiments.studies import launch, page, runner, tables
 
 def test_the_published_grid_trains_each_estimator_at_its_shapes_published_row():
   study = page.load_study("configs/studies/categorical.py")
-  assert len(study.arms) == len(categorical.SHAPES) * len(categorical.ESTIMATORS) + 1  # + exact
+  # GR-MC10 at ST-GS's row where GR-MC100's learning rate or optimizer is not ST-GS's (the
+  # transcribed table: 8x4 0.0005 against 0.0003, 8x16 0.0007 against 0.0005, 16x12 Adam
+  # against RAdam and 0.0005 against 0.0007, 64x8 Adam against RAdam), and the exact row.
+  at_row = [arm.name for arm in study.arms if "@" in arm.name]
+  assert at_row == [
+    f"published/{shape}/gr_mc10@st_gs" for shape in ("8x4", "16x12", "8x16", "64x8")
+  ]
+  assert len(study.arms) == len(categorical.SHAPES) * len(categorical.ESTIMATORS) + 4 + 1
   for arm in study.arms:
     shape, estimator = arm.labels["shape"], arm.labels["estimator"]
     config = launch.load_config(arm.config, arm.command_overrides())
-    row = "reinmax" if estimator == "exact" else estimator
+    assert config.estimator == ("st" if estimator == "exact" else estimator)
+    row = "reinmax" if estimator == "exact" else arm.labels.get("row", estimator)
     learning_rate, tau, optimizer = categorical_vae.published_hyperparameters(row, shape)
     assert (config.learning_rate, config.tau, config.optimizer) == (learning_rate, tau, optimizer)
     # 8x4: the bias and variance against the exact gradient every 16 epochs.
@@ -162,6 +170,33 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
     readings = runner.read(study, tmp_path / "no_runs", tmp_path)
     (drawn,) = study.figures(readings, tmp_path / "figures")
     assert drawn.name == "categorical_published.png" and drawn.stat().st_size > 0
+
+
+def test_gr_at_st_gs_row_is_its_own_row_paired_with_st_gs(tmp_path, monkeypatch):
+  study = categorical.get_study()
+  study = dataclasses.replace(study, arms=study.select(["published/16x12/"]))
+  # The bench's GR-MC10 on 16x12: the row at ST-GS's hyperparameters costs what GR-MC10 costs.
+  bench = [{"model": "categorical_16x12", "row": "B=100 gr_mc10", "ms": 7.0, "device": "cpu (cpu)"}]
+  monkeypatch.setattr(categorical, "BENCH", tmp_path / "bench.json")
+  categorical.BENCH.write_text(json.dumps(bench))
+  kept = {0: 100, 1: 101, 2: 102}
+  _kept_published(tmp_path, study, "st_gs", kept, kept, shape="16x12")
+  # GR − ST-GS at the same row: -1, -1, -2 (training), -1, 0, -2 (test).
+  _kept_published(
+    tmp_path,
+    study,
+    "gr_mc10@st_gs",
+    {0: 99, 1: 100, 2: 100},
+    {0: 99, 1: 101, 2: 100},
+    shape="16x12",
+  )
+  text = study.report(runner.read(study, tmp_path / "no_runs", tmp_path)).markdown
+  # ST-GS's published 16x12 row, GR-MC10's one evaluation and its bench time.
+  assert "| st_gs | 0.0007, 0.7, radam | 1 | — | 101.00 ± 1.00 |" in text
+  assert "| gr_mc10@st_gs | 0.0007, 0.7, radam | 1 | 7.0 | 99.67 ± 0.58 |" in text
+  assert "gr_mc10@st_gs: gr_mc10 at st_gs's published row (learning rate, tau, optimizer)" in text
+  assert "| gr_mc10@st_gs − st_gs | -1.33 ± 0.58 (lower on 3 of 3) | -1.00 ± 1.00" in text
+  assert "by test IWAE-100: gr_mc10@st_gs, st_gs; 1 of 1 pairs in the same order." in text
 
 
 def test_a_squared_bias_within_noise_is_counted_not_averaged_away(tmp_path):

@@ -205,6 +205,19 @@ def test_a_row_at_another_tau_or_averaged_takes_its_estimators_colour_dashed(tmp
   )
   cycle = _cycle()
   assert by_label == {"st_gs_x2": (cycle[1], "--"), "reinmax_tau1.1": (cycle[2], "--")}
+  # The categorical figure's GR-MC10 at ST-GS's row: GR-MC10's colour, dashed.
+  [by_label] = _drawn_colours(
+    monkeypatch,
+    lambda: figures.shape_curves(
+      tmp_path / "s.png",
+      "t",
+      ["8x4", "16x12"],
+      [_shape("gr_mc10@st_gs")],
+      colour_order=("st_gs", "gr_mc10"),
+      variants={"gr_mc10@st_gs": "gr_mc10"},
+    ),
+  )
+  assert by_label["gr_mc10@st_gs"] == (cycle[1], "--")
 
 
 def test_once_the_colours_repeat_the_lines_are_dashed(tmp_path, monkeypatch):
