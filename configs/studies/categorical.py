@@ -20,8 +20,9 @@ encoder gradient's variance, squared bias and MSE against the exact gradient eve
 
 ``measured``: dynamic binarization, the last 10,000 training images as a validation split, tau
 searched over TAUS on validation IWAE-100 (seed 0, one population per shape and estimator) at
-the estimator's published learning rate and optimizer; then seeds 1, 2, 3 at the selected tau
-(arms declared once the search's records are kept), reported by test IWAE-100 and IWAE-1000.
+the estimator's published learning rate and optimizer (GR-MC10's second row at ST-GS's); then
+seeds 1, 2, 3 at the selected tau (arms declared once the search's records are kept), reported by
+test IWAE-100 and IWAE-1000.
 
   python -m experiments.study --study=configs/studies/categorical.py --out=runs/categorical \
       --data_root=../shared/data [--arms=published/8x4/]
@@ -72,6 +73,11 @@ def _has_temperature(estimator: str) -> bool:
   return estimator not in ("zgr", "rloo2", "exact")
 
 
+def _key(estimator: str, row: str) -> str:
+  """An arm's row name: the estimator's, ``<estimator>@<row>`` at another estimator's row."""
+  return f"{estimator}@{row}" if row else estimator
+
+
 def _published_arm(
   shape: str, estimator: str, phase: str, name: str = "", row: str = "", **fields
 ) -> Arm:
@@ -79,9 +85,8 @@ def _published_arm(
   estimator's own (or its nearest) by default; another estimator's row names the arm
   ``<estimator>@<row>``."""
   learning_rate, tau, optimizer = categorical_vae.published_hyperparameters(row or estimator, shape)
-  key = f"{estimator}@{row}" if row else estimator
   return Arm(
-    name=name or f"{phase}/{shape}/{key}",
+    name=name or f"{phase}/{shape}/{_key(estimator, row)}",
     config=f"configs/categorical_vae.py:{shape}",
     overrides=(
       f"estimator={estimator}",
@@ -106,7 +111,7 @@ def _published_arm(
 # optimizer as well. GR-MC10 stands within a seed's spread of GR-MC100 on 8x4 and 16x12 at a third
 # of its cost.
 AT_ROW = ("gr_mc10", "st_gs")
-AT_ROW_KEY = "@".join(AT_ROW)
+AT_ROW_KEY = _key(*AT_ROW)
 
 
 def _at_row_shapes() -> tuple[str, ...]:
@@ -129,15 +134,19 @@ BIAS_EVERY = 16 * 600
 BIAS = (f"variance_every={BIAS_EVERY}", f"mse_every={BIAS_EVERY}", "mse_reference=exact")
 
 
+def _rows(shape: str):
+  """The shape's (estimator, row) pairs: each estimator at its own row (row ""), then GR-MC10 at
+  ST-GS's where that row differs from GR's."""
+  yield from ((estimator, "") for estimator in ESTIMATORS)
+  if shape in _at_row_shapes():
+    yield AT_ROW
+
+
 def _published_arms():
   for shape in SHAPES:
     overrides = BIAS if shape == "8x4" else ()
-    for estimator in ESTIMATORS:
-      yield _published_arm(shape, estimator, "published", seeds=SEEDS, overrides=overrides)
-    if shape in _at_row_shapes():
-      yield _published_arm(
-        shape, AT_ROW[0], "published", row=AT_ROW[1], seeds=SEEDS, overrides=overrides
-      )
+    for estimator, row in _rows(shape):
+      yield _published_arm(shape, estimator, "published", row=row, seeds=SEEDS, overrides=overrides)
     if shape == "8x4":
       yield _exact_arm()
 
@@ -154,15 +163,18 @@ def _exact_arm() -> Arm:
 
 def _measured_arms(records_dir: str):
   for shape in SHAPES:
-    for estimator in ESTIMATORS:
+    for estimator, row in _rows(shape):
       if not _has_temperature(estimator):
-        yield _published_arm(shape, estimator, "measured", seeds=FRESH_SEEDS, overrides=MEASURED)
+        yield _published_arm(
+          shape, estimator, "measured", row=row, seeds=FRESH_SEEDS, overrides=MEASURED
+        )
         continue
       search = _published_arm(
         shape,
         estimator,
         "measured",
-        name=f"measured/{shape}/search/{estimator}",
+        name=f"measured/{shape}/search/{_key(estimator, row)}",
+        row=row,
         seeds=(0,),
         lists={"tau": TAUS},
         overrides=MEASURED,
@@ -174,6 +186,7 @@ def _measured_arms(records_dir: str):
           shape,
           estimator,
           "measured",
+          row=row,
           seeds=FRESH_SEEDS,
           overrides=(*MEASURED, f"tau={tau}"),
         )
@@ -336,6 +349,17 @@ def _estimator_and_row(key: str) -> tuple[str, str]:
   return estimator, row or estimator
 
 
+def _at_row_line(runs: dict[str, records.Run], what: str) -> list[str]:
+  """What the row named ``<estimator>@<row>`` is, under a table that has it."""
+  if AT_ROW_KEY not in runs:
+    return []
+  return [
+    f"{AT_ROW_KEY}: {AT_ROW[0]} at {AT_ROW[1]}'s published row ({what}), so that it and"
+    f" {AT_ROW[1]} differ in the estimator alone.",
+    "",
+  ]
+
+
 def _published_report(readings) -> Report:
   lines, data, timings = [], [], leaderboard.read_bench(BENCH)
   for shape in SHAPES:
@@ -375,12 +399,7 @@ def _published_report(readings) -> Report:
       ]
       lines += [f"### {shape} (C categories x L variables)", ""]
       lines += tables.markdown_table(header, rows) + [""] + _bench_line(devices)
-      if AT_ROW_KEY in runs:
-        lines += [
-          f"{AT_ROW_KEY}: {AT_ROW[0]} at {AT_ROW[1]}'s published row (learning rate, tau,"
-          f" optimizer), so that it and {AT_ROW[1]} differ in the estimator alone.",
-          "",
-        ]
+      lines += _at_row_line(runs, "learning rate, tau, optimizer")
       lines += _paired_lines(
         runs,
         {
@@ -405,8 +424,9 @@ def _measured_report(readings) -> Report:
   for shape in SHAPES:
     runs = _shape_runs(readings, "measured", shape)
     rows, devices = [], set()
-    for estimator, run in runs.items():
-      search = readings.get(f"measured/{shape}/search/{estimator}")
+    for key, run in runs.items():
+      estimator, _ = _estimator_and_row(key)
+      search = readings.get(f"measured/{shape}/search/{key}")
       tau = search.best("tau") if search else None
       columns = {
         "test IWAE-100": run.by_seed("test_nll"),
@@ -414,18 +434,19 @@ def _measured_report(readings) -> Report:
       }
       rows.append(
         [
-          estimator,
+          key,
           "—" if tau is None else f"{tau:g}",
           estimators.get(estimator).loss_evaluations,
           _ms_per_step(timings, shape, estimator, run, devices),
           *(tables.spread(values.values()) for values in columns.values()),
         ]
       )
-      data.append({"shape": shape, "estimator": estimator, "tau": tau, **columns})
+      data.append({"shape": shape, "estimator": key, "tau": tau, **columns})
     if rows:
       header = ["estimator", "selected tau", "evaluations / step", "bench ms / step", *columns]
       lines += [f"### {shape}", ""]
       lines += tables.markdown_table(header, rows) + [""] + _bench_line(devices)
+      lines += _at_row_line(runs, "learning rate, optimizer; tau searched")
       lines += _paired_lines(
         runs, {"test IWAE-100": "test_nll", "test IWAE-1000": "test_nll_M1000"}
       )

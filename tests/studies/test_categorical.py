@@ -72,6 +72,61 @@ def test_the_measured_phase_declares_fresh_seeds_at_the_searched_tau(tmp_path):
   config = launch.load_config(fresh.config, fresh.command_overrides())
   assert config.tau == 0.5 and config.population.seed == (1, 2, 3)
   assert (config.binarization, config.train_split, config.num_steps) == ("dynamic", "train", 80_000)
+  # GR-MC10 searches tau at ST-GS's 16x12 learning rate and optimizer too (0.0007, RAdam; its
+  # own row's are 0.0005, Adam).
+  (at_row,) = [
+    a for a in categorical._measured_arms(str(tmp_path)) if "16x12/search/gr_mc10@" in a.name
+  ]
+  config = launch.load_config(at_row.config, at_row.command_overrides())
+  assert (config.estimator, config.learning_rate, config.optimizer) == (
+    "gr_mc10",
+    0.0007,
+    "torch_radam",
+  )
+  assert config.population.tau == categorical.TAUS and at_row.name.endswith("gr_mc10@st_gs")
+
+
+def _kept_measured(records_dir, arm, members):
+  """Records of a measured arm: each member's (seed, tau, valid IWAE-100, test IWAE-100); its
+  test IWAE-1000 one nat lower."""
+  config = launch.load_config(arm.config, arm.command_overrides()).to_dict()
+  folder = records_dir / arm.name
+  folder.mkdir(parents=True)
+  (folder / "config.json").write_text(json.dumps(config))
+  results = [
+    {"member": i, "seed": seed, "tau": tau, "valid_nll": valid, "test_nll": test}
+    | {"test_nll_M1000": test - 1}
+    for i, (seed, tau, valid, test) in enumerate(members)
+  ]
+  steps = config["num_steps"]
+  (folder / "results.json").write_text(json.dumps({"steps": steps, "members": results}))
+  lines = [
+    {"step": steps, "split": "train", "member": m["member"], "neg_elbo": 1.0} for m in results
+  ]
+  (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_measured_page_has_gr_at_st_gs_row_with_its_own_searched_tau(tmp_path):
+  def arm(name):
+    (found,) = [a for a in categorical._measured_arms(str(tmp_path)) if a.name == name]
+    return found
+
+  # ST-GS selects tau 0.5, GR-MC10 at ST-GS's row 1.0 (the lowest validation bound).
+  for key, valid in (("st_gs", (110.0, 111.0)), ("gr_mc10@st_gs", (109.0, 108.0))):
+    search = arm(f"measured/16x12/search/{key}")
+    _kept_measured(tmp_path, search, [(0, 0.5, valid[0], 0.0), (0, 1.0, valid[1], 0.0)])
+  arms = [arm("measured/16x12/search/st_gs"), arm("measured/16x12/search/gr_mc10@st_gs")]
+  fresh = {"st_gs": (100.0, 101.0, 102.0), "gr_mc10@st_gs": (99.0, 101.0, 100.0)}
+  for key, tests in fresh.items():
+    arms.append(arm(f"measured/16x12/{key}"))
+    tau = launch.load_config(arms[-1].config, arms[-1].command_overrides()).tau
+    _kept_measured(tmp_path, arms[-1], [(s, tau, 0.0, t) for s, t in zip((1, 2, 3), tests)])
+  study = dataclasses.replace(categorical.get_study("measured"), arms=tuple(arms))
+  text = study.report(runner.read(study, tmp_path / "no_runs", tmp_path)).markdown
+  assert "| gr_mc10@st_gs | 1 | 1 |" in text and "| st_gs | 0.5 | 1 |" in text
+  assert "gr_mc10@st_gs: gr_mc10 at st_gs's published row (learning rate, optimizer; tau" in text
+  # Paired by seed on test IWAE-100: -1, 0, -2.
+  assert "| gr_mc10@st_gs − st_gs | -1.00 ± 1.00 (lower on 2 of 3) |" in text
 
 
 def test_an_unknown_phase_is_one_line():
