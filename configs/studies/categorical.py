@@ -157,7 +157,7 @@ def _exact_arm() -> Arm:
   published row (their README's bias runs use it)."""
   arm = _published_arm("8x4", "reinmax", "published", seeds=SEEDS, overrides=BIAS)
   overrides = (*arm.overrides, "estimator=st", "likelihood_gradient=exact")
-  labels = {**arm.labels, "estimator": "exact"}
+  labels = {**arm.labels, "estimator": "exact", "row": "reinmax"}
   return dataclasses.replace(arm, name="published/8x4/exact", overrides=overrides, labels=labels)
 
 
@@ -335,18 +335,16 @@ def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
 
 
 def _shape_runs(readings, phase: str, shape: str) -> dict[str, records.Run]:
-  """The shape's kept runs by row name: each estimator's, then GR-MC10's at ST-GS's row."""
-  runs = {key: readings.get(f"{phase}/{shape}/{key}") for key in (*ESTIMATORS, AT_ROW_KEY)}
+  """The shape's kept runs by row name (``_rows``' order)."""
+  keys = [_key(*pair) for pair in _rows(shape)]
+  runs = {key: readings.get(f"{phase}/{shape}/{key}") for key in keys}
   return {key: run for key, run in runs.items() if run is not None}
 
 
-def _estimator_and_row(key: str) -> tuple[str, str]:
-  """A table row's (estimator, the estimator whose published row it trains at): the exact row
-  takes ReinMax's, ``<estimator>@<row>`` the named row's."""
-  if key == "exact":
-    return key, "reinmax"
-  estimator, _, row = key.partition("@")
-  return estimator, row or estimator
+def _estimator_and_row(readings, name: str) -> tuple[str, str]:
+  """The arm's (estimator, the estimator whose published row it trains at), as declared."""
+  labels = readings.arms[name].labels
+  return labels["estimator"], labels.get("row", labels["estimator"])
 
 
 def _at_row_line(runs: dict[str, records.Run], what: str) -> list[str]:
@@ -367,7 +365,7 @@ def _published_report(readings) -> Report:
     exact = readings.get(f"published/{shape}/exact")
     rows, devices = [], set()
     for key, run in (*runs.items(), *((("exact", exact),) if exact else ())):
-      estimator, row = _estimator_and_row(key)
+      estimator, row = _estimator_and_row(readings, f"published/{shape}/{key}")
       learning_rate, tau, optimizer = categorical_vae.published_hyperparameters(row, shape)
       columns = {
         TRAIN[0]: run.by_seed(TRAIN[1]),
@@ -425,7 +423,7 @@ def _measured_report(readings) -> Report:
     runs = _shape_runs(readings, "measured", shape)
     rows, devices = [], set()
     for key, run in runs.items():
-      estimator, _ = _estimator_and_row(key)
+      estimator, _ = _estimator_and_row(readings, f"measured/{shape}/{key}")
       search = readings.get(f"measured/{shape}/search/{key}")
       tau = search.best("tau") if search else None
       columns = {
@@ -460,7 +458,7 @@ def _figure(phase: str, bound: str, ylabel: str):
 
   def draw(readings, directory: pathlib.Path) -> list[pathlib.Path]:
     curves = []
-    for key in (*ESTIMATORS, AT_ROW_KEY):
+    for key in dict.fromkeys(_key(*pair) for shape in SHAPES for pair in _rows(shape)):
       values = {
         shape: {seed: v for seed, v in run.by_seed(bound).items() if v is not None}
         for shape in SHAPES

@@ -25,7 +25,7 @@ def test_the_published_grid_trains_each_estimator_at_its_shapes_published_row():
     shape, estimator = arm.labels["shape"], arm.labels["estimator"]
     config = launch.load_config(arm.config, arm.command_overrides())
     assert config.estimator == ("st" if estimator == "exact" else estimator)
-    row = "reinmax" if estimator == "exact" else arm.labels.get("row", estimator)
+    row = arm.labels.get("row", estimator)  # the exact row: ReinMax's
     learning_rate, tau, optimizer = categorical_vae.published_hyperparameters(row, shape)
     assert (config.learning_rate, config.tau, config.optimizer) == (learning_rate, tau, optimizer)
     # 8x4: the bias and variance against the exact gradient every 16 epochs.
@@ -42,48 +42,6 @@ def test_the_published_grid_trains_each_estimator_at_its_shapes_published_row():
   # The first shapes run first, as the issue orders them.
   shapes = [arm.labels["shape"] for arm in study.arms]
   assert sorted(set(shapes), key=shapes.index)[:3] == ["8x4", "16x12", "10x30"]
-
-
-def _kept_search(folder, valid_by_tau):
-  """A finished tau search (seed 0) with these validation bounds, as records."""
-  folder.mkdir(parents=True)
-  steps = 80_000
-  config = launch.load_config("configs/categorical_vae.py:8x4", list(categorical.MEASURED))
-  (folder / "config.json").write_text(json.dumps({**config.to_dict(), "estimator": "st_gs"}))
-  members = [
-    {"member": i, "seed": 0, "tau": tau, "valid_nll": valid, "test_nll": valid + 1}
-    for i, (tau, valid) in enumerate(valid_by_tau.items())
-  ]
-  (folder / "results.json").write_text(json.dumps({"steps": steps, "members": members}))
-  lines = [
-    {"step": steps, "split": "train", "member": m["member"], "neg_elbo": 1.0} for m in members
-  ]
-  (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-
-
-def test_the_measured_phase_declares_fresh_seeds_at_the_searched_tau(tmp_path):
-  names = [arm.name for arm in categorical._measured_arms(str(tmp_path))]
-  assert "measured/8x4/search/st_gs" in names and "measured/8x4/st_gs" not in names
-  assert "measured/8x4/zgr" in names  # no temperature: fresh seeds at once
-  _kept_search(tmp_path / "measured/8x4/search/st_gs", {0.1: 120.0, 0.5: 110.0, 1.0: 111.0})
-  (fresh,) = [
-    a for a in categorical._measured_arms(str(tmp_path)) if a.name == "measured/8x4/st_gs"
-  ]
-  config = launch.load_config(fresh.config, fresh.command_overrides())
-  assert config.tau == 0.5 and config.population.seed == (1, 2, 3)
-  assert (config.binarization, config.train_split, config.num_steps) == ("dynamic", "train", 80_000)
-  # GR-MC10 searches tau at ST-GS's 16x12 learning rate and optimizer too (0.0007, RAdam; its
-  # own row's are 0.0005, Adam).
-  (at_row,) = [
-    a for a in categorical._measured_arms(str(tmp_path)) if "16x12/search/gr_mc10@" in a.name
-  ]
-  config = launch.load_config(at_row.config, at_row.command_overrides())
-  assert (config.estimator, config.learning_rate, config.optimizer) == (
-    "gr_mc10",
-    0.0007,
-    "torch_radam",
-  )
-  assert config.population.tau == categorical.TAUS and at_row.name.endswith("gr_mc10@st_gs")
 
 
 def _kept_measured(records_dir, arm, members):
@@ -104,6 +62,35 @@ def _kept_measured(records_dir, arm, members):
     {"step": steps, "split": "train", "member": m["member"], "neg_elbo": 1.0} for m in results
   ]
   (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_measured_phase_declares_fresh_seeds_at_the_searched_tau(tmp_path):
+  names = [arm.name for arm in categorical._measured_arms(str(tmp_path))]
+  assert "measured/8x4/search/st_gs" in names and "measured/8x4/st_gs" not in names
+  assert "measured/8x4/zgr" in names  # no temperature: fresh seeds at once
+  (search,) = [
+    a for a in categorical._measured_arms(str(tmp_path)) if a.name == "measured/8x4/search/st_gs"
+  ]
+  valid_by_tau = {0.1: 120.0, 0.5: 110.0, 1.0: 111.0}
+  _kept_measured(tmp_path, search, [(0, tau, v, v + 1) for tau, v in valid_by_tau.items()])
+  (fresh,) = [
+    a for a in categorical._measured_arms(str(tmp_path)) if a.name == "measured/8x4/st_gs"
+  ]
+  config = launch.load_config(fresh.config, fresh.command_overrides())
+  assert config.tau == 0.5 and config.population.seed == (1, 2, 3)
+  assert (config.binarization, config.train_split, config.num_steps) == ("dynamic", "train", 80_000)
+  # GR-MC10 searches tau at ST-GS's 16x12 learning rate and optimizer too (0.0007, RAdam; its
+  # own row's are 0.0005, Adam).
+  (at_row,) = [
+    a for a in categorical._measured_arms(str(tmp_path)) if "16x12/search/gr_mc10@" in a.name
+  ]
+  config = launch.load_config(at_row.config, at_row.command_overrides())
+  assert (config.estimator, config.learning_rate, config.optimizer) == (
+    "gr_mc10",
+    0.0007,
+    "torch_radam",
+  )
+  assert config.population.tau == categorical.TAUS and at_row.name.endswith("gr_mc10@st_gs")
 
 
 def test_the_measured_page_has_gr_at_st_gs_row_with_its_own_searched_tau(tmp_path):
