@@ -332,19 +332,6 @@ class Run:
     trainer, schedule = self.trainer, self.schedule
     last, state, step = trainer.task.num_steps, self.state, self.start
     t0 = time.perf_counter()
-    devices = len(jax.devices())
-    logging.info(
-      "%d member%s (%s over members, %d device%s%s), steps %d..%d in blocks of up to %d",
-      trainer.size,
-      "s" * (trainer.size > 1),
-      trainer.vectorize,
-      devices,
-      "s" * (devices > 1),
-      ", data parallel" if trainer.data_parallel else "",
-      step + 1,
-      last,
-      schedule.steps_per_call,
-    )
     # Blocks end where periodic work is due, and at every log_every step, so that the
     # console shows progress at the interval asked for.
     boundaries = [e.every for e in evaluators if e.every] + [
@@ -360,6 +347,10 @@ class Run:
       self._next_block = (step, end)
       if self.stop.requested:
         self.stop.stop(self.checkpointer, self.writer, step, state)
+      if step == self.start:
+        # Said after the first block's stop check: a signal seen after this line stops the run at
+        # the block's end, never before its first step.
+        self._announce(step, last)
       self._block = (step, end)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
@@ -381,6 +372,23 @@ class Run:
     self.state, self.last_step = state, step
     self.train_seconds = time.perf_counter() - t0
     return state
+
+  def _announce(self, step: int, last: int) -> None:
+    """Logs what the run trains: its members, how they are spread, its steps and blocks."""
+    trainer = self.trainer
+    devices = len(jax.devices())
+    logging.info(
+      "%d member%s (%s over members, %d device%s%s), steps %d..%d in blocks of up to %d",
+      trainer.size,
+      "s" * (trainer.size > 1),
+      trainer.vectorize,
+      devices,
+      "s" * (devices > 1),
+      ", data parallel" if trainer.data_parallel else "",
+      step + 1,
+      last,
+      self.schedule.steps_per_call,
+    )
 
   def _evaluate(self, evaluator: Evaluator, step: int, state: dict) -> dict:
     """Runs ``evaluator``, writes and logs its values; returns the state it keeps its records in."""
