@@ -350,7 +350,7 @@ class Run:
       if step == self.start:
         # Said after the first block's stop check: a signal seen after this line stops the run at
         # the block's end, never before its first step.
-        self._announce(step, last)
+        self._announce()
       self._block = (step, end)
       state, metrics = trainer.run_block(state, step + 1, end - step)
       alive = to_host(state["alive"])
@@ -373,7 +373,7 @@ class Run:
     self.train_seconds = time.perf_counter() - t0
     return state
 
-  def _announce(self, step: int, last: int) -> None:
+  def _announce(self) -> None:
     """Logs what the run trains: its members, how they are spread, its steps and blocks."""
     trainer = self.trainer
     devices = len(jax.devices())
@@ -385,8 +385,8 @@ class Run:
       devices,
       "s" * (devices > 1),
       ", data parallel" if trainer.data_parallel else "",
-      step + 1,
-      last,
+      self.start + 1,
+      trainer.task.num_steps,
       self.schedule.steps_per_call,
     )
 
