@@ -20,7 +20,10 @@ in the same run (the targets: RLOO-2 and DisARM at most 2.2x ST-GS). The categor
 VAE (``categorical_<C>x<L>``, configs/categorical_vae.py) is timed per latent shape. ``--out``
 writes every row as JSON (the leaderboard's and the categorical tables' ms per step). An item
 ``NAME@TAU`` of ``--estimators`` times that estimator at that temperature alone (the tuned
-study's rows at their selected temperatures, records/bench_tuned.json).
+study's rows at their selected temperatures, records/bench_tuned.json). The item ``exact`` times
+the categorical track's exact row (ST's sample, the encoder's likelihood gradient enumerated:
+``likelihood_gradient=exact``) on the shapes that can be enumerated, and is skipped, with a line,
+on the others and the other models.
 
   python -m scripts.bench_vae [--repeats=50] [--eval_images=200] [--models=concrete,two_layer]
   python -m scripts.bench_vae --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
@@ -28,7 +31,7 @@ study's rows at their selected temperatures, records/bench_tuned.json).
 zgr,reinmax,reinforce,gs,st_gs_x2,gr_mc10_x2,gr_exact_x2,zgr_x2
   python -m scripts.bench_vae --models=categorical_8x4,categorical_16x12,categorical_10x30 \
     --batch_sizes=100 --eval_images=0 --out=records/bench_categorical.json \
-    --estimators=st,st_gs,gr_mc100,gst,reinmax,zgr,gr_mc10,gr_qmc100,rloo2
+    --estimators=st,st_gs,gr_mc100,gst,reinmax,zgr,gr_mc10,gr_qmc100,rloo2,exact
 """
 
 import functools
@@ -53,13 +56,15 @@ from configs import (
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
 from gr_jax import estimators
+from gr_jax.models import categorical_vae as categorical_vae_model
 from scripts import common
 
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["20", "200"], "Batch sizes.")
 _ESTIMATORS = flags.DEFINE_list(
   "estimators",
   ["st_gs", "gr_mc10", "gr_mc100"],
-  "Estimators; NAME@TAU times that one at that temperature alone (row NAME@TAU).",
+  "Estimators; NAME@TAU times that one at that temperature alone (row NAME@TAU); 'exact' the"
+  " categorical exact row.",
 )
 _REPEATS = flags.DEFINE_integer("repeats", 50, "Timed steps (median reported).")
 _EVAL_IMAGES = flags.DEFINE_integer(
@@ -95,7 +100,9 @@ CONFIGS = {
 }
 # Every flag value is known before anything is timed (one line otherwise).
 common.choices(_MODELS, CONFIGS)
-common.estimator_names(_ESTIMATORS, at_tau=True)
+# The categorical track's exact row: ST's sample, the encoder's likelihood gradient enumerated.
+EXACT = "exact"
+common.estimator_names(_ESTIMATORS, at_tau=True, extra=(EXACT,))
 common.numbers(_BATCH_SIZES, int, minimum=1)
 common.at_least(_REPEATS, 1)
 common.numbers(_TAUS, float, minimum=0.0)
@@ -195,6 +202,12 @@ def train_steps(get_config, rng):
       row = f"B={batch_size} {name}" + (f"@{tau}" if tau else "") + (f"/{impl}" if impl else "")
       config = get_config()
       config.estimator, config.batch_size = name, batch_size
+      if name == EXACT:
+        if not _enumerable(config):
+          limit = categorical_vae_model.MAX_CONFIGURATIONS
+          print(f"{row}: skipped (an exact row needs the categorical VAE at C ** L <= {limit})")
+          continue
+        config.estimator, config.likelihood_gradient = "st", "exact"
       if tau:
         config.tau = float(tau)
       if config.dataset != "binarized_mnist":  # the Bernoulli models: no data is read here
@@ -226,6 +239,14 @@ def train_steps(get_config, rng):
         floor = jax.jit(lambda key, n=size: jnp.sum(jax.random.uniform(key, (n,))))
         floors[row] = lambda floor=floor: jax.block_until_ready(floor(jax.random.key(0)))
   return steps, floors, lambda: {row: fn._cache_size() for row, fn in jitted.items()}
+
+
+def _enumerable(config) -> bool:
+  """Whether the model has the exact row: the categorical VAE at C ** L <= MAX_CONFIGURATIONS."""
+  return (
+    "likelihood_gradient" in config
+    and config.arity**config.num_vars <= categorical_vae_model.MAX_CONFIGURATIONS
+  )
 
 
 def print_table(ms, floor_ms, compiles) -> None:

@@ -50,10 +50,10 @@ def choices(flag: flags.FlagHolder, allowed: Iterable[str]) -> None:
   )
 
 
-def estimator_names(flag: flags.FlagHolder, at_tau: bool = False) -> None:
-  """A list flag of the registry's estimator names (the registry's message for an unknown one);
-  unset (None) means the script's defaults. With ``at_tau`` an item may be ``NAME@TAU``: that
-  estimator at that temperature alone."""
+def estimator_names(flag: flags.FlagHolder, at_tau: bool = False, extra: tuple = ()) -> None:
+  """A list flag of the registry's estimator names (the registry's message for an unknown one)
+  or the script's own ``extra`` rows; unset (None) means the script's defaults. With ``at_tau``
+  an item may be ``NAME@TAU``: that estimator at that temperature alone."""
 
   def known(values) -> bool:
     if values is None:
@@ -63,6 +63,8 @@ def estimator_names(flag: flags.FlagHolder, at_tau: bool = False) -> None:
       if at and not (at_tau and parses(float, 1e-6, tau)):
         allowed = "a number >= 1e-06" if at_tau else "no temperature here"
         raise flags.ValidationError(f"{value!r}: after '@' {allowed}")
+      if name in extra:
+        continue
       try:
         estimators.get(name)
       except ValueError as e:

@@ -92,7 +92,7 @@ def test_gsts_relu_on_the_logits_and_bad_arguments():
     _model(categories=1)
 
 
-@pytest.mark.parametrize("latents, categories", [(2, 3), (6, 3)])  # 9; 729: padded chunks
+@pytest.mark.parametrize("latents, categories", [(2, 3), (6, 3)])  # 9 and 729 configurations
 def test_the_expected_likelihood_sums_every_configuration(latents, categories):
   model = _model(latents, categories, encoder_widths=(16,), decoder_widths=(16,))
   x = _grey(2, seed=5)

@@ -43,7 +43,6 @@ LOGITS_ACTIVATIONS = ("none", "relu")
 LIKELIHOOD_GRADIENTS = ("estimator", "exact")
 # Their exact method's bound (categorical_dim ** latent_dim < 16384), the 8x4 shape's 4096.
 MAX_CONFIGURATIONS = 16_384
-_CONFIGURATION_CHUNK = 256  # configurations decoded at once: memory O(chunk x batch x 784)
 
 
 def torch_linear_init(fan_in: int):
@@ -155,30 +154,27 @@ class CategoricalVAE(nnx.Module):
     return self.num_categories**self.num_latents <= MAX_CONFIGURATIONS
 
   def expected_likelihood(self, x, logits, *, decoder_gradient: bool = True) -> jax.Array:
-    r"""``[B]`` :math:`\sum_D q(D \mid x) \log p(x \mid D)` over all :math:`C^L` configurations,
-    ``_CONFIGURATION_CHUNK`` at a time; without ``decoder_gradient`` the decoder's likelihoods
-    are held fixed (their exact method: the encoder's gradient only)."""
+    r"""``[...]`` :math:`\sum_D q(D \mid x) \log p(x \mid D)` over all :math:`C^L` configurations
+    (``x`` ``[..., 784]``, ``logits`` ``[..., L, C]``); without ``decoder_gradient`` the decoder's
+    likelihoods are held fixed (their exact method: the encoder's gradient only).
+
+    Each configuration is decoded once for the whole batch: with its pixel logits
+    :math:`\ell_D`, the grey log-likelihood is
+
+    .. math:: \log p(x \mid D) = x^\top \ell_D - \textstyle\sum_i \mathrm{softplus}(\ell_{D,i}),
+
+    so the batch's likelihoods are one ``[..., 784] x [784, C^L]`` product, not a
+    ``[C^L, B, 784]`` array of pixel terms."""
     configurations = diagnostics.enumerate_one_hot(
       self.num_latents, self.num_categories, MAX_CONFIGURATIONS
-    )
-    count = configurations.shape[0]
-    chunk = min(count, _CONFIGURATION_CHUNK)
-    padded = -(-count // chunk) * chunk  # surplus rows weigh 0
-    configurations = jnp.concatenate(
-      [configurations, jnp.zeros((padded - count, *configurations.shape[1:]))]
-    ).reshape(padded // chunk, chunk, *configurations.shape[1:])
-    valid = (jnp.arange(padded) < count).reshape(padded // chunk, chunk)
+    )  # [c, L, C]
+    pixel_logits = self.decode(configurations)  # [c, 784]
+    likelihood = x @ pixel_logits.T - jnp.sum(jax.nn.softplus(pixel_logits), axis=-1)  # [..., c]
+    if not decoder_gradient:
+      likelihood = jax.lax.stop_gradient(likelihood)
     log_q = jax.nn.log_softmax(logits, axis=-1)
-
-    def chunk_sum(inputs):
-      corners, keep = inputs  # [c, L, C], [c]
-      likelihood = jax.vmap(lambda d: grey_log_likelihood(self.decode(d), x))(corners)  # [c, B]
-      if not decoder_gradient:
-        likelihood = jax.lax.stop_gradient(likelihood)
-      weight = jnp.exp(jnp.einsum("clk,blk->cb", corners, log_q)) * keep[:, None]
-      return jnp.sum(weight * likelihood, axis=0)
-
-    return jnp.sum(jax.lax.map(chunk_sum, (configurations, valid)), axis=0)
+    weight = jnp.exp(jnp.einsum("clk,...lk->...c", configurations, log_q))
+    return jnp.sum(weight * likelihood, axis=-1)
 
   def exact_bound(self, x, centering=0.0) -> jax.Array:
     """``[B]`` the expected single-sample bound E_q[log p(x | D)] - KL, exactly (its gradient is
