@@ -243,9 +243,8 @@ def train_steps(get_config, rng):
 
 def _enumerable(config) -> bool:
   """Whether the model has the exact row: the categorical VAE at C ** L <= MAX_CONFIGURATIONS."""
-  return (
-    "likelihood_gradient" in config
-    and config.arity**config.num_vars <= categorical_vae_model.MAX_CONFIGURATIONS
+  return "likelihood_gradient" in config and categorical_vae_model.enumerable(
+    config.num_vars, config.arity
   )
 
 

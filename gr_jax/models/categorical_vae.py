@@ -45,6 +45,12 @@ LIKELIHOOD_GRADIENTS = ("estimator", "exact")
 MAX_CONFIGURATIONS = 16_384
 
 
+def enumerable(num_latents: int, num_categories: int) -> bool:
+  """Whether every configuration of L variables of C categories can be enumerated
+  (C ** L <= MAX_CONFIGURATIONS)."""
+  return num_categories**num_latents <= MAX_CONFIGURATIONS
+
+
 def torch_linear_init(fan_in: int):
   """PyTorch's ``nn.Linear`` initializer: uniform in :math:`\\pm 1/\\sqrt{\\text{fan-in}}`."""
   bound = 1.0 / math.sqrt(fan_in)
@@ -151,7 +157,7 @@ class CategoricalVAE(nnx.Module):
   @property
   def enumerable(self) -> bool:
     """Whether every configuration can be enumerated (C ** L <= MAX_CONFIGURATIONS)."""
-    return self.num_categories**self.num_latents <= MAX_CONFIGURATIONS
+    return enumerable(self.num_latents, self.num_categories)
 
   def expected_likelihood(self, x, logits, *, decoder_gradient: bool = True) -> jax.Array:
     r"""``[...]`` :math:`\sum_D q(D \mid x) \log p(x \mid D)` over all :math:`C^L` configurations
