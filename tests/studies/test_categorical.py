@@ -13,14 +13,15 @@ from experiments.studies import launch, page, runner, tables
 
 def test_the_published_grid_trains_each_estimator_at_its_shapes_published_row():
   study = page.load_study("configs/studies/categorical.py")
-  # GR-MC10 at ST-GS's row where GR-MC100's learning rate or optimizer is not ST-GS's (the
-  # transcribed table: 8x4 0.0005 against 0.0003, 8x16 0.0007 against 0.0005, 16x12 Adam
-  # against RAdam and 0.0005 against 0.0007, 64x8 Adam against RAdam), and the exact row.
+  # GR-MC10 at ST-GS's row where GR-MC100's row is not ST-GS's (the transcribed table: 8x4
+  # 0.0005 against 0.0003, 16x12 Adam against RAdam, 0.0005 against 0.0007 and tau 1 against
+  # 0.7, 10x30 tau 1 against 0.5, 8x16 0.0007 against 0.0005, 64x8 Adam against RAdam; on 4x24
+  # the two rows are one), and the exact row.
   at_row = [arm.name for arm in study.arms if "@" in arm.name]
   assert at_row == [
-    f"published/{shape}/gr_mc10@st_gs" for shape in ("8x4", "16x12", "8x16", "64x8")
+    f"published/{shape}/gr_mc10@st_gs" for shape in ("8x4", "16x12", "10x30", "8x16", "64x8")
   ]
-  assert len(study.arms) == len(categorical.SHAPES) * len(categorical.ESTIMATORS) + 4 + 1
+  assert len(study.arms) == len(categorical.SHAPES) * len(categorical.ESTIMATORS) + 5 + 1
   for arm in study.arms:
     shape, estimator = arm.labels["shape"], arm.labels["estimator"]
     config = launch.load_config(arm.config, arm.command_overrides())
@@ -68,6 +69,11 @@ def test_the_measured_phase_declares_fresh_seeds_at_the_searched_tau(tmp_path):
   names = [arm.name for arm in categorical._measured_arms(str(tmp_path))]
   assert "measured/8x4/search/st_gs" in names and "measured/8x4/st_gs" not in names
   assert "measured/8x4/zgr" in names  # no temperature: fresh seeds at once
+  # Tau is searched here, so GR-MC10 at ST-GS's row trains only where the learning rate or the
+  # optimizer differs: on 10x30 (tau alone) it would repeat GR-MC10's own search.
+  assert [n for n in names if "/search/gr_mc10@" in n] == [
+    f"measured/{shape}/search/gr_mc10@st_gs" for shape in ("8x4", "16x12", "8x16", "64x8")
+  ]
   (search,) = [
     a for a in categorical._measured_arms(str(tmp_path)) if a.name == "measured/8x4/search/st_gs"
   ]
