@@ -12,8 +12,10 @@ batched matmuls are slower than separate ones): ``population.vectorize``.
 With several devices the member axis is split over them (``shard_map``); a
 single member splits its batch over them instead (data parallel).
 
-A member whose step gives a non-finite metric is frozen at its last finite
-state and its divergence step recorded; the others go on. Between blocks the
+A member whose step gives a non-finite metric or state is frozen at its last
+finite state and its divergence step recorded; the others go on. (While every
+member is alive a block runs without the per-step select this takes, and runs
+again from its start, guarded, if one of its steps was not finite.) Between blocks the
 loop logs, runs the experiment's evaluators (``experiments.evaluators``:
 validation bounds, accuracies, gradient-variance measurements) and saves
 checkpoints; SIGINT / SIGTERM stop it with a
@@ -27,6 +29,7 @@ Who the members are (the searches, the hyperparameters' rules) is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -210,8 +213,16 @@ class Trainer:
 
   # -- training --------------------------------------------------------------------
 
-  def _member_block(self, member, hyperparameters, seed, alive, diverged_at, steps, train_data):
-    """One member's block of steps (a lax.scan): state, alive flag, divergence step, metrics."""
+  def _member_block(
+    self, member, hyperparameters, seed, alive, diverged_at, steps, train_data, *, guarded
+  ):
+    """One member's block of steps (a lax.scan): state, alive flag, divergence step, metrics.
+
+    ``guarded``: a step whose metrics or new state are not finite leaves the member at its last
+    finite state and frozen there. Unguarded, every step's state is kept, and the alive flag and
+    divergence step say whether and where the guard would have frozen the member (the two agree
+    up to that step).
+    """
     task = self.task
     per_epoch, batch_size = task.steps_per_epoch, task.batch_size
     data_key = rng.member_key(seed, rng.Stream.DATA_ORDER)
@@ -243,7 +254,10 @@ class Trainer:
         *(a for a in jax.tree.leaves(new) if jnp.issubdtype(a.dtype, jnp.inexact)),
       ]
       finite = alive & jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in checked]))
-      member = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, member)
+      if guarded:
+        member = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, member)
+      else:
+        member = new
       diverged_at = jnp.where(alive & ~finite, step, diverged_at)
       return (member, finite, diverged_at, order), metrics
 
@@ -253,9 +267,9 @@ class Trainer:
     )
     return member, alive, diverged_at, metrics
 
-  def _block(self, num_steps: int):
-    if num_steps not in self._blocks:
-      run = self.parallel(self._member_block, shared=2)
+  def _block(self, num_steps: int, guarded: bool):
+    if (num_steps, guarded) not in self._blocks:
+      run = self.parallel(functools.partial(self._member_block, guarded=guarded), shared=2)
 
       def block(state, first_step, train_data):
         steps = first_step + jnp.arange(num_steps)
@@ -270,12 +284,23 @@ class Trainer:
         )
         return {**state, "members": member, "alive": alive, "diverged_at": diverged_at}, metrics
 
-      self._blocks[num_steps] = jax.jit(block, donate_argnums=0)
-    return self._blocks[num_steps]
+      # The unguarded block keeps its start state, which the guarded one replays.
+      self._blocks[num_steps, guarded] = jax.jit(block, donate_argnums=0 if guarded else ())
+    return self._blocks[num_steps, guarded]
 
   def run_block(self, state: dict, first_step: int, num_steps: int) -> tuple[dict, dict]:
-    """Steps ``first_step .. first_step + num_steps - 1``; metrics ``{name: [P, num_steps]}``."""
-    return self._block(num_steps)(state, jnp.asarray(first_step, jnp.int32), self.train_data)
+    """Steps ``first_step .. first_step + num_steps - 1``; metrics ``{name: [P, num_steps]}``.
+
+    While every member is alive the block runs unguarded, which saves a select over the whole
+    state each step; if a member's step was not finite, the block is run again from its start
+    state with the guard, so the result is the guarded block's either way.
+    """
+    first_step = jnp.asarray(first_step, jnp.int32)
+    if to_host(state["alive"]).all():
+      new_state, metrics = self._block(num_steps, guarded=False)(state, first_step, self.train_data)
+      if to_host(new_state["alive"]).all():
+        return new_state, metrics
+    return self._block(num_steps, guarded=True)(state, first_step, self.train_data)
 
 
 class Run:

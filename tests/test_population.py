@@ -188,6 +188,61 @@ def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
   )  # after steps 1-2
 
 
+def test_a_state_that_is_non_finite_for_one_step_still_freezes_the_member():
+  """While every member is alive a block runs without the guard's select; a step that was not
+  finite sends the block back to its start, guarded. Here member 1's state is infinite after step
+  3 only (step 4 resets it), so the block's last state is finite: the guard must still freeze it
+  at step 2's state, and the metrics are the guarded block's (its loss at steps 4-5 is the frozen
+  state's)."""
+  config = _config(population_search="lists", population_learning_rate=(1.0, 2.0))
+
+  def train_step(member, hyperparameters, batch, key, step):
+    del batch, key
+    w = member["w"]
+    blown_up = jnp.where((hyperparameters["learning_rate"] == 2.0) & (step == 3), jnp.inf, 1.0)
+    new = jnp.where(jnp.isfinite(w), w * blown_up + 1.0, 0.0)
+    return {"w": new}, {"loss": jnp.sum(jnp.where(jnp.isfinite(w), w, 0.0))}
+
+  task = population.Task(
+    lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5
+  )
+  trainer = population.Trainer(
+    task,
+    search.members(config, vae.HYPERPARAMETERS, vae.paper_search),
+    config.population.vectorize,
+  )
+  state, metrics = trainer.run_block(trainer.init_state(), 1, 5)
+  assert np.asarray(state["alive"]).tolist() == [True, False]
+  assert np.asarray(state["diverged_at"]).tolist() == [-1, 3]
+  np.testing.assert_array_equal(np.asarray(state["members"]["w"]), [[5.0] * 3, [2.0] * 3])
+  # Loss of the state each step starts from: member 1 at w = 0, 1, 2, then frozen at 2.
+  np.testing.assert_array_equal(np.asarray(metrics["loss"]), [[0, 3, 6, 9, 12], [0, 3, 6, 6, 6]])
+  # The next block starts with a frozen member, so it runs guarded from the start.
+  state, _ = trainer.run_block(state, 6, 2)
+  np.testing.assert_array_equal(np.asarray(state["members"]["w"]), [[7.0] * 3, [2.0] * 3])
+  assert sorted(trainer._blocks) == [(2, True), (5, False), (5, True)]
+
+
+@pytest.mark.parametrize("vectorize", ["map", "vmap"])
+def test_an_unguarded_block_equals_the_guarded_one_bit_for_bit(vectorize):
+  """The select the unguarded block leaves out keeps every new state of a finite step, so the two
+  programs give the same bits (the VAE's GR-MC10 step, two members, an epoch boundary inside)."""
+  config = _config(
+    population_search="lists",
+    population_learning_rate=(1e-3, 5e-3),
+    population_vectorize=vectorize,
+  )
+  trainer = _trainer(config)
+  start = trainer.init_state()
+  first = jnp.asarray(2, jnp.int32)
+  copy = lambda tree: jax.tree.map(jnp.copy, tree)
+  guarded = trainer._block(5, guarded=True)(copy(start), first, trainer.train_data)
+  unguarded = trainer._block(5, guarded=False)(start, first, trainer.train_data)
+  for a, b in zip(jax.tree.leaves(guarded), jax.tree.leaves(unguarded), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert np.asarray(unguarded[0]["alive"]).all()
+
+
 def test_a_diverging_member_is_frozen_and_recorded_while_the_others_train():
   config = _config(
     population_search="lists",
