@@ -15,10 +15,10 @@ single member splits its batch over them instead (data parallel).
 A member whose step gives a non-finite metric or state is frozen at its last
 finite state and its divergence step recorded; the others go on. (While every
 member is alive a block runs without the per-step select this takes, and runs
-again from its start, guarded, if one of its steps was not finite.) Between blocks the
-loop logs, runs the experiment's evaluators (``experiments.evaluators``:
-validation bounds, accuracies, gradient-variance measurements) and saves
-checkpoints; SIGINT / SIGTERM stop it with a
+again from its start, guarded, if one of its steps was not finite.) Between
+blocks the loop logs, runs the experiment's evaluators
+(``experiments.evaluators``: validation bounds, accuracies, gradient-variance
+measurements) and saves checkpoints; SIGINT / SIGTERM stop it with a
 checkpoint, and a restarted run resumes exactly where it stopped.
 
 Who the members are (the searches, the hyperparameters' rules) is
