@@ -162,24 +162,30 @@ def test_members_equal_the_runs_they_would_be_alone(vectorize):
     )
 
 
+def _two_member_toy(train_step):
+  """Members at learning rates 1 and 2 (the rate only names them) of a 3-weight toy task whose
+  weights start at 0, 5 steps an epoch."""
+  config = _config(population_search="lists", population_learning_rate=(1.0, 2.0))
+  task = population.Task(
+    lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5
+  )
+  return population.Trainer(
+    task,
+    search.members(config, vae.HYPERPARAMETERS, vae.paper_search),
+    config.population.vectorize,
+  )
+
+
 def test_a_step_that_makes_the_state_non_finite_freezes_the_member_before_it():
   """Metrics describe the state a step starts from: a step whose loss is finite but whose update
   overflows must not be kept (the frozen state is the last finite one, which evaluates)."""
-  config = _config(population_search="lists", population_learning_rate=(1.0, 2.0))
 
   def train_step(member, hyperparameters, batch, key, step):
     del batch, key
     blown_up = jnp.where((hyperparameters["learning_rate"] == 2.0) & (step == 3), jnp.inf, 1.0)
     return {"w": member["w"] * blown_up + 1.0}, {"loss": jnp.sum(member["w"])}
 
-  task = population.Task(
-    lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5
-  )
-  trainer = population.Trainer(
-    task,
-    search.members(config, vae.HYPERPARAMETERS, vae.paper_search),
-    config.population.vectorize,
-  )
+  trainer = _two_member_toy(train_step)
   state, _ = trainer.run_block(trainer.init_state(), 1, 5)
   assert np.asarray(state["alive"]).tolist() == [True, False]
   assert np.asarray(state["diverged_at"]).tolist() == [-1, 3]
@@ -194,7 +200,6 @@ def test_a_state_that_is_non_finite_for_one_step_still_freezes_the_member():
   3 only (step 4 resets it), so the block's last state is finite: the guard must still freeze it
   at step 2's state, and the metrics are the guarded block's (its loss at steps 4-5 is the frozen
   state's)."""
-  config = _config(population_search="lists", population_learning_rate=(1.0, 2.0))
 
   def train_step(member, hyperparameters, batch, key, step):
     del batch, key
@@ -203,14 +208,7 @@ def test_a_state_that_is_non_finite_for_one_step_still_freezes_the_member():
     new = jnp.where(jnp.isfinite(w), w * blown_up + 1.0, 0.0)
     return {"w": new}, {"loss": jnp.sum(jnp.where(jnp.isfinite(w), w, 0.0))}
 
-  task = population.Task(
-    lambda key, hyperparameters, seed: {"w": jnp.zeros(3)}, train_step, _DATA, 20, 5
-  )
-  trainer = population.Trainer(
-    task,
-    search.members(config, vae.HYPERPARAMETERS, vae.paper_search),
-    config.population.vectorize,
-  )
+  trainer = _two_member_toy(train_step)
   state, metrics = trainer.run_block(trainer.init_state(), 1, 5)
   assert np.asarray(state["alive"]).tolist() == [True, False]
   assert np.asarray(state["diverged_at"]).tolist() == [-1, 3]
