@@ -356,6 +356,9 @@ class Run:
     it is due; returns the final state."""
     trainer, schedule = self.trainer, self.schedule
     last, state, step = trainer.task.num_steps, self.state, self.start
+    # The loop holds the state from here on: kept here too, the state the run started or resumed
+    # from would stay in memory through the whole run beside the current one.
+    self.state = None
     t0 = time.perf_counter()
     # Blocks end where periodic work is due, and at every log_every step, so that the
     # console shows progress at the interval asked for.

@@ -1,6 +1,8 @@
 """The loop's evaluator interface: when evaluators run, what the loop writes, what they keep."""
 
+import gc
 import json
+import weakref
 
 import jax.numpy as jnp
 import numpy as np
@@ -109,3 +111,31 @@ def test_a_progress_line_comes_even_when_log_every_exceeds_the_run(tmp_path, cap
   assert [line.split()[1] for line in progress] == ["2/6", "4/6", "6/6"]
   lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [x["step"] for x in lines if x["split"] == "train"] == [6]
+
+
+class StartStateReleased(evaluators.Evaluator):
+  """Sees whether the state the run started from is still held anywhere, once a block has run."""
+
+  name = "start state released"
+
+  def __init__(self, every, start_state):
+    super().__init__(every)
+    self.start_state, self.released = start_state, []
+
+  def run(self, step, state):
+    gc.collect()
+    self.released.append(self.start_state() is None)
+    return {}
+
+  def update(self, state, values):
+    return state
+
+
+def test_the_loop_does_not_keep_the_state_it_started_from(tmp_path):
+  members = [search.Member(0, 0, {"learning_rate": 0.1})]
+  trainer = population.Trainer(_counting_task(num_steps=4), members, "map")
+  run = population.Run(trainer, tmp_path, population.Schedule(100, 0, 0), {"note": "test"})
+  evaluator = StartStateReleased(2, weakref.ref(run.state["members"]["w"]))
+  run.train([evaluator])
+  run.close()
+  assert evaluator.released == [True, True]
