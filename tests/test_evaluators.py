@@ -127,9 +127,6 @@ class StartStateReleased(evaluators.Evaluator):
     self.released.append(self.start_state() is None)
     return {}
 
-  def update(self, state, values):
-    return state
-
 
 def test_the_loop_does_not_keep_the_state_it_started_from(tmp_path):
   members = [search.Member(0, 0, {"learning_rate": 0.1})]
