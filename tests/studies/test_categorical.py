@@ -210,6 +210,7 @@ def test_the_published_page_pairs_gr_by_seed_ranks_both_ways_and_tabulates_the_g
   assert "each seed's mean over its 2 measurements" in text
   assert "| gr_mc100 | -3.50 ± 0.50 | -4.00 ± 0.50 | -2.50 ± 0.50 |" in text
   assert "| st_gs | -" not in text.split("The encoder's gradient")[1]  # not measured: no row
+  assert "exact is not a row" not in text  # no exact run kept
   assert study.figures(readings, tmp_path / "figures") == []  # one shape: no curve to draw
   if importlib.util.find_spec("matplotlib"):
     more = categorical.get_study().select(["published/16x12/"])
@@ -267,6 +268,7 @@ def test_a_squared_bias_within_noise_is_counted_not_averaged_away(tmp_path):
   text = study.report(runner.read(study, tmp_path / "no_runs", tmp_path)).markdown
   assert "| exact | 0.0005, -, adam | 4096 (enumerated) |" in text  # ReinMax's row, tau unused
   assert "| exact |" not in text.split("The encoder's gradient")[1]  # nothing to tabulate
+  assert "exact is not a row: it is the reference" in text
   assert "each seed's mean over its 2 measurements" in text
   assert "| rloo2 | ~0 at 4 of 6 | -3.50 ± 0.00 | -4.00 ± 0.00 |" in text
   assert "| st_gs | -3.00 ± 0.00 | -3.50 ± 0.00 | -2.00 ± 0.00 |" in text
