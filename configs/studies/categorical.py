@@ -327,7 +327,7 @@ def _gradient_lines(runs: dict[str, records.Run]) -> list[str]:
       " variance, is ≤ 0 (zero within the noise of the draws), so no log10 mean is given.",
       "",
     ]
-  if "exact" in runs:
+  if "exact" in runs and "exact" not in (row[0] for row in rows):
     lines += [
       "exact is not a row: it is the reference, its squared bias and variance against itself"
       " are 0 at every measurement (log10 −inf, logged as null).",

@@ -275,6 +275,18 @@ def test_a_squared_bias_within_noise_is_counted_not_averaged_away(tmp_path):
   assert "~0 at k of n: at k of the seeds' n measurements" in text
 
 
+def test_an_exact_row_with_a_logged_gradient_is_tabulated_not_called_the_reference(tmp_path):
+  # Were the exact arm's gradient against itself ever logged as finite (a fault), its row shows it
+  # and the page does not also say it is absent.
+  study = categorical.get_study()
+  study = dataclasses.replace(study, arms=study.select(["published/8x4/"]))
+  finite = {seed: (-3.0, -4.0) for seed in (0, 1, 2)}
+  _kept_published(tmp_path, study, "exact", *[{0: 90, 1: 91, 2: 92}] * 2, gradient=finite)
+  text = study.report(runner.read(study, tmp_path / "no_runs", tmp_path)).markdown
+  assert "| exact | -3.00 ± 0.00 |" in text.split("The encoder's gradient")[1]
+  assert "exact is not a row" not in text
+
+
 def test_rankings_agree_pair_by_pair():
   assert tables.ranking({"a": 3.0, "b": 1.0, "c": None, "d": float("nan")}) == ["b", "a"]
   assert tables.same_order(["a", "b", "c"], ["a", "b", "c"]) == (3, 3)
