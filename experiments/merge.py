@@ -1,10 +1,13 @@
-"""Merging the slices of a population trained as a job array into one results.json.
+"""Merging the slices of a population trained as a job array into one run's records.
 
 Each job of the array trains a slice of the members
 (``population.shard_index=I``, ``population.num_shards=N``) in its own workdir;
 :func:`merge` checks that the slices belong to one population, trained on one
 code, and together cover it, then selects the best member on validation as a
 single job would have (``scripts/merge_population.py`` is its command line).
+The merged directory holds what a single job's records hold: ``config.json``
+(the whole population's), ``results.json``, ``summary.md`` and every member's
+``metrics.jsonl`` lines, so a study reads and keeps it as any other run.
 """
 
 import json
@@ -28,7 +31,13 @@ _PER_SLICE = {
   "code_segments",
   "draws",
   "selected_draw",
+  "training_wall_time_s",
+  "training_wall_time_steps",
 }
+
+
+# Each slice's times, kept per slice in the merged results (one slice's are not the population's).
+_SLICE_TIMES = ("training_wall_time_s", "training_wall_time_steps", "final_eval_seconds")
 
 
 # (config field, results.json field) that a finished slice's results must match: a slice whose
@@ -38,6 +47,42 @@ _LENGTH_FIELDS = (("num_steps", "steps"), ("num_epochs", "num_epochs"))
 
 def _is_run_workdir(path: pathlib.Path) -> bool:
   return any((path / name).exists() for name in ("config.json", "checkpoints", "metrics.jsonl"))
+
+
+def _is_merged(path: pathlib.Path) -> bool:
+  """Whether ``path`` holds an earlier merge's output (which a new merge may replace)."""
+  try:
+    results = json.loads((path / "results.json").read_text())
+  except (OSError, ValueError):
+    return False
+  return (
+    isinstance(results, dict) and "merged_from" in results and not (path / "checkpoints").exists()
+  )
+
+
+def _merged_metrics(workdirs: list[pathlib.Path]) -> str:
+  """Every slice's metrics.jsonl lines in a single job's order: by step (slice by slice within
+  a step), the end-of-run evaluation's lines last."""
+  keyed = []
+  for slice_dir in workdirs:
+    path = slice_dir / "metrics.jsonl"
+    try:
+      text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+      raise MergeError(f"{path} cannot be read ({e}): run that slice's job again.") from None
+    for number, line in enumerate(text.splitlines(), 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+        key = (bool(record.get("final")), int(record["step"]))
+      except (ValueError, TypeError, KeyError, AttributeError):
+        raise MergeError(
+          f"{path} is damaged at line {number}: run that slice's job again."
+        ) from None
+      keyed.append((key, line))
+  keyed.sort(key=lambda pair: pair[0])  # stable: the slices' order within a step
+  return "".join(line + "\n" for _, line in keyed)
 
 
 def _read_json(path: pathlib.Path) -> dict:
@@ -91,10 +136,12 @@ def _check_code(workdirs: list[pathlib.Path], slices: list[dict], accept_mixed: 
 def merge(workdirs: list[pathlib.Path], out: pathlib.Path, accept_mixed_code: bool = False) -> dict:
   if not workdirs:
     raise MergeError("give the workdirs of the slices to merge (every shard's, once).")
-  if out.resolve() in {w.resolve() for w in workdirs} or _is_run_workdir(out):
+  if out.resolve() in {w.resolve() for w in workdirs} or (
+    _is_run_workdir(out) and not _is_merged(out)
+  ):
     raise MergeError(
       f"--out={out} is a run's workdir (one of the slices, or another run): its results.json"
-      " would be overwritten; give a new directory."
+      " would be overwritten; give a new directory (or an earlier merge's, which is replaced)."
     )
   for slice_dir in workdirs:
     if not slice_dir.is_dir():
@@ -162,10 +209,16 @@ def merge(workdirs: list[pathlib.Path], out: pathlib.Path, accept_mixed_code: bo
     shard=[0, 1],
     merged_from=[str(w) for w in workdirs],
     trained_steps=min(s["trained_steps"] for s in slices),
+    slice_times=[{k: s.get(k) for k in _SLICE_TIMES} for s in slices],
     **code,
   )
+  # The whole population's config: the one a single job would have trained with.
+  population = {**configs[0].get("population", {}), "shard_index": 0, "num_shards": 1}
+  metrics = _merged_metrics(workdirs)
   try:
     out.mkdir(parents=True, exist_ok=True)
+    workdir.write_json_atomic(out / "config.json", {**configs[0], "population": population})
+    workdir.write_text_atomic(out / "metrics.jsonl", metrics)
     return reporting.write_results(out, reports, metric, mode, common_results, columns)
   except OSError as e:
     raise MergeError(f"cannot write the merged results in --out={out}: {e}") from None

@@ -10,7 +10,13 @@ and each one's records are kept (``--records``, the study's own folder by
 default) as it finishes. Then ``OUT/<study>.md`` and ``.json`` are written (and,
 with ``--page``, the study's docs page), then the study's figures (``--figures``).
 ``--slurm=FILE`` writes a SLURM job array instead, one task per arm, and the job
-that writes the tables after it.
+that writes the tables after it. ``--slice=I/N`` trains the I-th of N slices of
+each arm's population (its members split as a job array splits them), so that N
+commands side by side train one arm; the last to finish merges the slices into
+``OUT/<arm>`` and keeps its records:
+
+  for i in 0 1 2; do python -m experiments.study --study=... --out=... --arms=ARM \
+      --slice=$i/3 --tables=false & done
 """
 
 from experiments import start_up_signals  # noqa: I001
@@ -19,6 +25,7 @@ start_up_signals.quit_while_loading()  # first, before jax loads
 
 import importlib.util
 import pathlib
+import re
 import signal
 import sys
 
@@ -39,6 +46,12 @@ _RECORDS = flags.DEFINE_string(
 _RUN = flags.DEFINE_bool("run", True, "Train what is missing (false: only tabulate).")
 _TABLES = flags.DEFINE_bool("tables", True, "Write the tables after training.")
 _ARMS = flags.DEFINE_list("arms", None, "Train only these arms (names, or 'prefix/').")
+_SLICE = flags.DEFINE_string(
+  "slice",
+  "",
+  "I/N: train only the I-th of N slices (0 <= I < N) of each arm's population; the N commands run"
+  " side by side (cores, machines), and the last to finish merges the slices into the arm's run.",
+)
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every arm.")
 _DATA_ROOT = flags.DEFINE_string("data_root", "", "A directory holding the arms' dataset folders.")
 _PAGE = flags.DEFINE_bool("page", False, "Also write the study's docs page (generated only).")
@@ -86,6 +99,16 @@ def _interrupted(what: str, signum: int):
   sys.exit(128 + signum)
 
 
+def _slice_of(value: str) -> tuple[int, int] | None:
+  """``--slice=I/N`` as (I, N); None when not given."""
+  if not value:
+    return None
+  match = re.fullmatch(r"(\d+)/(\d+)", value.strip())
+  if not match or not int(match[1]) < int(match[2]):
+    raise ValueError(f"--slice={value}: give I/N with 0 <= I < N (e.g. --slice=0/3)")
+  return int(match[1]), int(match[2])
+
+
 def _study():
   if _REFRESH.value:
     path = pathlib.Path(_REFRESH.value)
@@ -102,7 +125,10 @@ def _study():
       f"--out={out} lies in the records folder {records_dir}: the runs and tables would overwrite"
       " kept records; give another --out"
     )
-  runner.check(arms, _SET.value, _DATA_ROOT.value)
+  slice_of = _slice_of(_SLICE.value)
+  if _SLURM.value and slice_of:
+    raise ValueError("--slurm writes one array task per arm: give it without --slice")
+  runner.check(arms, _SET.value, _DATA_ROOT.value, slice_of)
   if _SLURM.value:
     script = runner.slurm_script(
       _STUDY.value, study, arms, str(out), str(records_dir or ""), _SET.value, _DATA_ROOT.value
@@ -114,7 +140,7 @@ def _study():
   if _RUN.value:
     if records_dir:
       records.check_writable(records_dir, "--records")
-    runner.train(arms, out, records_dir, _SET.value, _DATA_ROOT.value)
+    runner.train(arms, out, records_dir, _SET.value, _DATA_ROOT.value, slice_of)
   if not _TABLES.value:
     return
   selected = [arm.name for arm in arms] if _ARMS.value else None

@@ -1,4 +1,5 @@
-"""Merges the results of a population trained as a job array into one results.json and summary.md.
+"""Merges a population trained as a job array into one run's records (config.json, results.json,
+metrics.jsonl, summary.md).
 
 Each job of the array trains a slice of the members
 (``--config.population.shard_index=I --config.population.num_shards=N``) in its
@@ -21,7 +22,10 @@ from absl import app, flags
 from experiments import merge
 
 _OUT = flags.DEFINE_string(
-  "out", None, "Directory for the merged results.json and summary.md.", required=True
+  "out",
+  None,
+  "Directory for the merged records (a new one, or an earlier merge's, which is replaced).",
+  required=True,
 )
 
 _ACCEPT_MIXED_CODE = flags.DEFINE_bool(

@@ -37,6 +37,7 @@ from experiments import (
   workdir,
 )
 from experiments.listops import experiment as listops
+from experiments.studies import records as study_records
 from experiments.vae import experiment as vae
 from experiments.vae.task import VAETask
 from tests.cli import ROOT, run_main
@@ -592,6 +593,40 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
       b["valid_nll"], rel=1e-4
     )
   assert merged["selected_member"] == single["selected_member"]
+  # The merged directory is a run's records as the single job's: its config (the whole
+  # population's), every member's metrics lines (each value within float32 rounding of the single
+  # job's: the slices' programs batch fewer members), read by the studies' reader.
+  merged_config = json.loads((tmp_path / "merged" / "config.json").read_text())
+  single_config = json.loads((tmp_path / "whole" / "config.json").read_text())
+  assert merged_config["population"] == single_config["population"]
+  assert {k: v for k, v in merged_config.items() if k != "population"} == {
+    k: v for k, v in single_config.items() if k != "population"
+  }
+
+  def metrics(run):
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    key = lambda r: (r.get("final", False), r["step"], r["split"], r["member"])
+    return {key(r): r for r in records}
+
+  merged_metrics, single_metrics = metrics(tmp_path / "merged"), metrics(tmp_path / "whole")
+  assert merged_metrics.keys() == single_metrics.keys()
+  assert {split for _, _, split, _ in merged_metrics} >= {"train", "valid", "test"}
+  for key, record in single_metrics.items():
+    values = {k: v for k, v in record.items() if k not in ("step", "split", "member", "final")}
+    theirs = merged_metrics[key]
+    assert theirs.keys() == record.keys(), key
+    for name, value in values.items():
+      assert (value is None and theirs[name] is None) or theirs[name] == pytest.approx(
+        value, rel=1e-4, abs=1e-6
+      ), (key, name)
+  lines = (tmp_path / "merged" / "metrics.jsonl").read_text().splitlines()
+  order = [(json.loads(line).get("final", False), json.loads(line)["step"]) for line in lines]
+  assert order == sorted(order)  # by step, the final evaluation's lines last
+  read = study_records.read_run(tmp_path / "merged")
+  assert [m.seed for m in read.members] == [m["seed"] for m in single["members"]]
+  assert [len(s) for s in merged["slice_times"]] == [3, 3] and "training_wall_time_s" not in merged
+  # A merge again into an earlier merge's directory replaces it (a slice retrained).
+  assert _merge(tmp_path / "merged", *shards).returncode == 0
   partial = merge_command(tmp_path / "partial", shards[0])
   assert (
     partial.returncode != 0

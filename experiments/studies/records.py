@@ -311,9 +311,19 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
   return a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()
 
 
+def _is_slice(results: pathlib.Path) -> bool:
+  """Whether ``results`` is a job array slice's (its population's merge is the run to keep)."""
+  try:
+    shard = json.loads(results.read_text()).get("shard")
+  except (OSError, ValueError, AttributeError):
+    return False
+  return isinstance(shard, list) and len(shard) == 2 and shard[1] != 1
+
+
 def keep_all(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
   """Keeps the records of every finished run under ``runs`` (any depth) in the same layout under
-  ``into``; returns the workdirs whose records were copied."""
+  ``into``, job array slices left out (their merge is kept); returns the workdirs whose records
+  were copied."""
   if not runs.is_dir():
     raise RecordError(f"{runs} is not a directory: no runs to keep")
   runs_resolved, into_resolved = runs.resolve(), into.resolve()
@@ -326,7 +336,7 @@ def keep_all(runs: pathlib.Path, into: pathlib.Path) -> list[pathlib.Path]:
   for results in sorted(runs.rglob("results.json")):
     workdir = results.parent
     target = into / workdir.relative_to(runs)
-    if target.resolve() == workdir.resolve():
+    if target.resolve() == workdir.resolve() or _is_slice(results):
       continue
     if keep(workdir, target):
       kept.append(workdir)

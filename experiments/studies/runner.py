@@ -6,18 +6,23 @@ lists) trained by ``python -m experiments.main`` in ``OUT/<arm.name>``; the
 report reads every arm through :mod:`experiments.studies.records` and returns
 Markdown and JSON. Finished populations are read (from the workdir, else from
 the kept records), interrupted ones resume, so a study's command can be rerun
-until it completes.
+until it completes. An arm's population may also train as slices of its members
+side by side (``--slice=I/N``, one command per slice, on cores or machines): each
+in ``OUT/<arm.name>/slices/I-of-N``, merged into ``OUT/<arm.name>`` by the last
+to finish, and then read and kept as a population trained whole.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import pathlib
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from experiments import search
 from experiments.studies import launch, records
 
 
@@ -174,10 +179,22 @@ class Study:
     return tuple(chosen)
 
 
-def check(arms: Sequence[Arm], extra: Sequence[str], data_root: str) -> None:
-  """Every arm's config and overrides load (one LaunchError line otherwise), before training."""
+def check(
+  arms: Sequence[Arm],
+  extra: Sequence[str],
+  data_root: str,
+  slice_of: tuple[int, int] | None = None,
+) -> None:
+  """Every arm's config and overrides load (one LaunchError line otherwise), before training;
+  with ``slice_of`` (I, N), every arm's population has at least N members."""
   for arm in arms:
-    launch.load_config(arm.config, arm.command_overrides(extra, data_root))
+    config = launch.load_config(arm.config, arm.command_overrides(extra, data_root))
+    size = search.population_size(config)
+    if slice_of and slice_of[1] > size:
+      raise launch.LaunchError(
+        f"--slice={slice_of[0]}/{slice_of[1]}: arm {arm.name} has {size} members, so at most"
+        f" {size} slices"
+      )
 
 
 def train(
@@ -186,11 +203,82 @@ def train(
   records_dir: pathlib.Path | None,
   extra: Sequence[str] = (),
   data_root: str = "",
+  slice_of: tuple[int, int] | None = None,
 ) -> None:
-  """Trains (or resumes, or reads from records) each arm's population, in order."""
+  """Trains (or resumes, or reads from records) each arm's population, in order; with
+  ``slice_of`` (I, N), the I-th of N slices of each (see :func:`train_slice`)."""
   for arm in arms:
     kept = arm.kept_at(records_dir)
-    launch.train(arm.config, out / arm.name, arm.command_overrides(extra, data_root), kept)
+    overrides = arm.command_overrides(extra, data_root)
+    if slice_of is None:
+      launch.train(arm.config, out / arm.name, overrides, kept)
+    else:
+      train_slice(arm.config, out / arm.name, overrides, kept, *slice_of)
+
+
+def slice_workdirs(whole: pathlib.Path, count: int) -> list[pathlib.Path]:
+  """The workdirs of the ``count`` slices of the population whose run is ``whole``."""
+  return [whole / "slices" / f"{index}-of-{count}" for index in range(count)]
+
+
+def _finished(workdir: pathlib.Path | None, steps: int | None) -> bool:
+  """Whether ``workdir`` holds a finished run (its results.json) of ``steps`` steps."""
+  try:
+    results = json.loads((workdir / "results.json").read_text()) if workdir else None
+  except (OSError, ValueError):
+    return False
+  return isinstance(results, dict) and (steps is None or results.get("steps") == steps)
+
+
+def train_slice(
+  config: str,
+  whole: pathlib.Path,
+  overrides: list[str],
+  kept: pathlib.Path | None,
+  index: int,
+  count: int,
+) -> None:
+  """Trains (or resumes) slice ``index`` of ``count`` of a population whose run is ``whole``,
+  in ``whole/slices/<index>-of-<count>``; once every slice has finished, merges them into
+  ``whole`` (config.json, results.json, metrics.jsonl, summary.md: a run's records) and keeps
+  those in ``kept``. A population already finished (``whole``, or its kept records) is only read.
+
+  Every slice's command merges when it finds the others finished and none training, so the last
+  to finish merges; two finishing together write the same files.
+  """
+  from experiments import merge, workdir  # jax's import: only once a slice is trained
+
+  steps = launch.load_config(config, overrides).get("num_steps")
+  if _finished(whole, steps) or _finished(kept, steps):
+    launch.train(config, whole, overrides, kept)  # reads the finished run, or its kept records
+    return
+  if workdir.has_checkpoint(whole):
+    raise launch.LaunchError(
+      f"{whole} holds a population trained whole: resume it without --slice, or delete"
+      f" {whole / 'checkpoints'} to train it in slices"
+    )
+  slices = slice_workdirs(whole, count)
+  shard = [f"population.shard_index={index}", f"population.num_shards={count}"]
+  launch.train(config, slices[index], [*overrides, *shard])
+  waiting = [
+    f"{s.name} ({'training' if workdir.held_by(s) else 'not finished'})"
+    for s in slices
+    if workdir.held_by(s) or not _finished(s, steps)
+  ]
+  if waiting:
+    print(
+      f"{whole}: slice {index}-of-{count} finished; the last slice to finish merges them"
+      f" (waiting for {', '.join(waiting)})",
+      flush=True,
+    )
+    return
+  try:
+    merge.merge(slices, whole)
+  except merge.MergeError as e:
+    raise launch.LaunchError(f"{whole}: its slices could not be merged: {e}") from None
+  print(f"{whole}: its {count} slices merged into one population's records", flush=True)
+  if kept is not None:
+    records.keep(whole, kept)
 
 
 def read(

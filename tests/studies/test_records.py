@@ -105,6 +105,10 @@ def test_keep_all_copies_finished_runs_only_and_refuses_to_nest(tmp_path):
   runs, into = tmp_path / "runs", tmp_path / "records"
   simple_run(runs / "setting" / "st_gs")
   (runs / "setting" / "gr_mc10" / "checkpoints").mkdir(parents=True)  # not finished
+  # A slice of a population trained as a job array: its merge is the run kept, not the slice.
+  piece = simple_run(runs / "setting" / "st_gs" / "slices" / "0-of-2", seeds=(0,))
+  results = json.loads((piece / "results.json").read_text())
+  (piece / "results.json").write_text(json.dumps({**results, "shard": [0, 2]}))
   assert records.keep_all(runs, into) == [runs / "setting" / "st_gs"]
   assert sorted(p.name for p in (into / "setting" / "st_gs").iterdir()) == [
     "config.json",

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from experiments.studies import launch, runner
+from experiments.studies import records as records_lib
 from tests.cli import ROOT
 from tests.studies.canned import simple_run
 
@@ -137,6 +138,12 @@ def test_a_bad_config_file_argument_or_override_is_one_line():
     (["--study=configs/studies/field.py", "--arms=x"], "'x' is not an arm of study leaderboard"),
     (["--study=configs/studies/field.py", "--set=estimater=st_gs"], "config.estimater"),
     (["--study=configs/studies/field.py", "--records=OUT"], "lies in the records folder"),
+    (["--study=configs/studies/field.py", "--slice=3/3"], "--slice=3/3: give I/N with 0 <= I < N"),
+    (["--study=configs/studies/field.py", "--slice=1"], "--slice=1: give I/N"),
+    (
+      ["--study=configs/studies/field.py", "--slice=0/2", "--slurm=OUT/a.sh"],
+      "--slurm writes one array task per arm: give it without --slice",
+    ),
   ],
 )
 def test_the_command_refuses_bad_flags_in_one_line_before_any_work(tmp_path, args, message):
@@ -205,3 +212,48 @@ def test_a_study_trains_keeps_records_and_a_slurm_array_gives_the_same_tables(tm
   )
   assert done.returncode == 0, done.stderr[-3000:]
   assert (array_out / "tiny.md").read_text() == table
+
+
+@pytest.mark.slow
+def test_an_arm_trained_in_slices_side_by_side_is_merged_and_kept_as_one_population(tmp_path):
+  """``--slice=I/N``: each command trains its slice of the arm's seeds; the last to finish merges
+  them into the arm's run and keeps its records, which hold what the population trained whole
+  holds (each number within float32 rounding: a slice's program batches fewer members)."""
+  records = tmp_path / "records"
+  study = _study_file(tmp_path, records)
+  sliced = lambda i, *args: _study(
+    f"--study={study}", f"--out={tmp_path / 'sliced'}", "--arms=st_gs", f"--slice={i}/2", *args
+  )
+  first = sliced(1, "--tables=false")
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert "slice 1-of-2 finished; the last slice to finish merges them" in first.stdout
+  assert "waiting for 0-of-2 (not finished)" in first.stdout and not (records / "st_gs").exists()
+  last = sliced(0)
+  assert last.returncode == 0, last.stderr[-3000:]
+  assert "its 2 slices merged into one population's records" in last.stdout
+  assert sorted(p.name for p in (records / "st_gs").iterdir()) == [
+    "config.json",
+    "metrics.jsonl",
+    "results.json",
+    "summary.md",
+  ]
+  assert "| st_gs |" in (tmp_path / "sliced" / "tiny.md").read_text()
+  whole = _study(f"--study={study}", f"--out={tmp_path / 'whole'}", "--arms=st_gs", "--records=")
+  assert whole.returncode == 0, whole.stderr[-3000:]
+  kept = records_lib.read_run(records / "st_gs")
+  trained_whole = records_lib.read_run(tmp_path / "whole" / "st_gs")
+  assert kept.seeds == trained_whole.seeds == (0, 1)
+  for name in ("valid_nll", "test_nll"):
+    assert kept.by_seed(name) == pytest.approx(trained_whole.by_seed(name), rel=1e-4)
+  for a, b in zip(kept.members, trained_whole.members):
+    assert a.curve("neg_elbo") == pytest.approx(b.curve("neg_elbo"), rel=1e-4)
+  # Run again, a slice's command reads the finished arm and trains nothing; the records stay.
+  before = (records / "st_gs" / "results.json").read_bytes()
+  again = sliced(1, "--tables=false")
+  assert again.returncode == 0 and "slices/" not in again.stdout and "merged" not in again.stdout
+  assert (records / "st_gs" / "results.json").read_bytes() == before
+  # More slices than the arm has members is one line before any work.
+  too_many = _study(f"--study={study}", f"--out={tmp_path / 'more'}", "--slice=0/3")
+  assert too_many.returncode == 1 and too_many.stderr.startswith("error: --slice=0/3: arm st_gs")
+  assert "has 2 members, so at most 2 slices" in too_many.stderr
+  assert not (tmp_path / "more" / "st_gs").exists()
