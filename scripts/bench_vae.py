@@ -29,7 +29,9 @@ on the others and the other models.
   python -m scripts.bench_vae --models=bernoulli_nonlinear,bernoulli_linear --batch_sizes=50 \
     --out=records/bench_bernoulli.json --estimators=st_gs,rloo2,disarm,gr_mc10,gr_mc100,gr_exact,\
 zgr,reinmax,reinforce,gs,st_gs_x2,gr_mc10_x2,gr_exact_x2,zgr_x2
-  python -m scripts.bench_vae --models=categorical_8x4,categorical_16x12,categorical_10x30 \
+  python -m scripts.bench_vae \
+    --models=categorical_8x4,categorical_4x24,categorical_8x16,categorical_16x12,\
+categorical_64x8,categorical_10x30 \
     --batch_sizes=100 --eval_images=0 --out=records/bench_categorical.json \
     --estimators=st,st_gs,gr_mc100,gst,reinmax,zgr,gr_mc10,gr_qmc100,rloo2,exact
 """

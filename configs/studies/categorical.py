@@ -32,7 +32,9 @@ Shapes in the order they are run: 8x4, 16x12, 10x30, then 4x24, 8x16, 64x8. Each
 each estimator's cost: loss evaluations per step, and the milliseconds of one training step at
 batch 100 from the bench kept in records/bench_categorical.json (its machine named):
 
-  python -m scripts.bench_vae --models=categorical_8x4,categorical_16x12,categorical_10x30 \
+  python -m scripts.bench_vae \
+      --models=categorical_8x4,categorical_4x24,categorical_8x16,categorical_16x12,\
+categorical_64x8,categorical_10x30 \
       --batch_sizes=100 --eval_images=0 --out=records/bench_categorical.json \
       --repeats=20 --estimators=st,st_gs,gr_mc100,gst,reinmax,zgr,gr_mc10,gr_qmc100,rloo2,exact
 """
