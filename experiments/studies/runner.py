@@ -260,11 +260,11 @@ def train_slice(
   slices = slice_workdirs(whole, count)
   shard = [f"population.shard_index={index}", f"population.num_shards={count}"]
   launch.train(config, slices[index], [*overrides, *shard])
-  waiting = [
-    f"{s.name} ({'training' if workdir.held_by(s) else 'not finished'})"
-    for s in slices
-    if workdir.held_by(s) or not _finished(s, steps)
-  ]
+  waiting = []
+  for piece in slices:
+    holder = workdir.held_by(piece)  # probed once: the slice may finish meanwhile
+    if holder or not _finished(piece, steps):
+      waiting.append(f"{piece.name} ({'training' if holder else 'not finished'})")
   if waiting:
     print(
       f"{whole}: slice {index}-of-{count} finished; the last slice to finish merges them"
