@@ -647,9 +647,8 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
     f"error: {shards[1] / 'results.json'} is stale: it reports steps=2 but the"
     " slice's config asks for num_steps=4"
   )
-  # A field a restart may change (log_every) may differ between slices; a damaged slice, no slice
-  # and an
-  # unwritable --out are one line each.
+  # A field a restart may change (log_every) may differ between slices; a damaged slice (its
+  # results or a line of its metrics), no slice and an unwritable --out are one line each.
   (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
   assert _merge(tmp_path / "safe", *shards).returncode == 0
   assert (
@@ -691,6 +690,15 @@ def test_job_array_slices_merge_into_the_whole_population(tmp_path):
     f"error: the slices are runs of different experiments ({shards[0]}: vae, {shards[1]}: listops)"
   )
   (shards[1] / "config.json").write_text(json.dumps({**config, "log_every": 7}))
+  metrics = (shards[1] / "metrics.jsonl").read_text()
+  (shards[1] / "metrics.jsonl").write_text(metrics + '{"step": "two"}\n')
+  cut = _merge(tmp_path / "cut", *shards)
+  lines = len(metrics.splitlines()) + 1
+  assert cut.returncode != 0 and "Traceback" not in cut.stderr
+  assert last_line(cut).startswith(
+    f"error: {shards[1] / 'metrics.jsonl'} is damaged at line {lines}: run that slice's job again"
+  )
+  (shards[1] / "metrics.jsonl").write_text(metrics)
   unwritable = _merge(tmp_path / "safe" / "summary.md" / "x", *shards)
   (shards[1] / "results.json").write_text("{")
   for result, expected in (

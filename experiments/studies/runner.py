@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fcntl
 import json
 import pathlib
 import shlex
@@ -221,6 +222,10 @@ def slice_workdirs(whole: pathlib.Path, count: int) -> list[pathlib.Path]:
   return [whole / "slices" / f"{index}-of-{count}" for index in range(count)]
 
 
+# Taken by the slice command that merges: two slices finishing together merge once.
+MERGE_LOCK = ".merge.lock"
+
+
 def _finished(workdir: pathlib.Path | None, steps: int | None) -> bool:
   """Whether ``workdir`` holds a finished run (its results.json) of ``steps`` steps."""
   try:
@@ -244,7 +249,8 @@ def train_slice(
   those in ``kept``. A population already finished (``whole``, or its kept records) is only read.
 
   Every slice's command merges when it finds the others finished and none training, so the last
-  to finish merges; two finishing together write the same files.
+  to finish merges. Two finishing together: the first to take ``whole/.merge.lock`` merges, the
+  other says so and returns (or, once the merge is done, reads it).
   """
   from experiments import merge, workdir  # jax's import: only once a slice is trained
 
@@ -272,13 +278,25 @@ def train_slice(
       flush=True,
     )
     return
-  try:
-    merge.merge(slices, whole)
-  except merge.MergeError as e:
-    raise launch.LaunchError(f"{whole}: its slices could not be merged: {e}") from None
-  print(f"{whole}: its {count} slices merged into one population's records", flush=True)
-  if kept is not None:
-    records.keep(whole, kept)
+  with open(whole / MERGE_LOCK, "a") as lock:
+    try:
+      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      print(
+        f"{whole}: slice {index}-of-{count} finished; another slice's command merges them",
+        flush=True,
+      )
+      return
+    if _finished(whole, steps):  # merged by another slice's command since this one looked
+      launch.train(config, whole, overrides, kept)
+      return
+    try:
+      merge.merge(slices, whole)
+    except merge.MergeError as e:
+      raise launch.LaunchError(f"{whole}: its slices could not be merged: {e}") from None
+    print(f"{whole}: its {count} slices merged into one population's records", flush=True)
+    if kept is not None:
+      records.keep(whole, kept)
 
 
 def read(

@@ -1,5 +1,6 @@
 """experiments/studies/runner.py and the study command: arms, reading, refusals, SLURM arrays."""
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -228,6 +229,14 @@ def test_an_arm_trained_in_slices_side_by_side_is_merged_and_kept_as_one_populat
   assert first.returncode == 0, first.stderr[-3000:]
   assert "slice 1-of-2 finished; the last slice to finish merges them" in first.stdout
   assert "waiting for 0-of-2 (not finished)" in first.stdout and not (records / "st_gs").exists()
+  # Two slices finishing together merge once: while another command holds the merge lock, this
+  # one trains its slice and leaves the merge to it.
+  with open(tmp_path / "sliced" / "st_gs" / runner.MERGE_LOCK, "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    merging = sliced(0, "--tables=false")
+  assert merging.returncode == 0, merging.stderr[-3000:]
+  assert "slice 0-of-2 finished; another slice's command merges them" in merging.stdout
+  assert not (tmp_path / "sliced" / "st_gs" / "results.json").exists()
   last = sliced(0)
   assert last.returncode == 0, last.stderr[-3000:]
   assert "its 2 slices merged into one population's records" in last.stdout
