@@ -187,6 +187,8 @@ def read_run(workdir: pathlib.Path | str, expect: Mapping[str, Any] | None = Non
   workdir = pathlib.Path(workdir)
   if not workdir.is_dir():
     raise Unfinished(f"{workdir}: no such run (not trained, and no records kept)")
+  if (workdir / "slices").is_dir() and not (workdir / "config.json").exists():
+    raise Unfinished(f"{workdir}: training in slices (study --slice), not merged yet")
   config = _read_json(workdir / "config.json")
   results = _read_json(workdir / "results.json")
   if not isinstance(config, dict) or not isinstance(results, dict):

@@ -62,6 +62,9 @@ def test_missing_or_damaged_files_are_one_line_each(tmp_path):
   (workdir / "config.json").unlink()
   assert "no config.json" in _refusal(workdir)
   assert "no such run" in _refusal(tmp_path / "nothing", error=records.Unfinished)
+  # An arm training in slices (study --slice) holds only slices/ until the last one merges them.
+  (tmp_path / "sliced" / "slices" / "0-of-2").mkdir(parents=True)
+  assert "training in slices" in _refusal(tmp_path / "sliced", error=records.Unfinished)
 
 
 def test_a_diverged_member_stays_counted_not_dropped(tmp_path):
