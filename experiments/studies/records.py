@@ -48,6 +48,10 @@ class RecordError(Exception):
   """A run's files cannot be read as the records of its arm; the message says what and where."""
 
 
+# Where ``study --slice`` trains an arm's slices (``OUT/<arm>/slices/I-of-N``) until they merge.
+SLICES_DIR = "slices"
+
+
 class Unfinished(RecordError):
   """The workdir holds no results.json: the run has not finished (or was never started)."""
 
@@ -187,7 +191,7 @@ def read_run(workdir: pathlib.Path | str, expect: Mapping[str, Any] | None = Non
   workdir = pathlib.Path(workdir)
   if not workdir.is_dir():
     raise Unfinished(f"{workdir}: no such run (not trained, and no records kept)")
-  if (workdir / "slices").is_dir() and not (workdir / "config.json").exists():
+  if (workdir / SLICES_DIR).is_dir() and not (workdir / "config.json").exists():
     raise Unfinished(f"{workdir}: training in slices (study --slice), not merged yet")
   config = _read_json(workdir / "config.json")
   results = _read_json(workdir / "results.json")

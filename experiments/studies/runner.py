@@ -219,7 +219,7 @@ def train(
 
 def slice_workdirs(whole: pathlib.Path, count: int) -> list[pathlib.Path]:
   """The workdirs of the ``count`` slices of the population whose run is ``whole``."""
-  return [whole / "slices" / f"{index}-of-{count}" for index in range(count)]
+  return [whole / records.SLICES_DIR / f"{index}-of-{count}" for index in range(count)]
 
 
 # Taken by the slice command that merges: two slices finishing together merge once.
