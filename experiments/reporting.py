@@ -86,11 +86,9 @@ def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
   """The results line of the selected member, or one line saying why no member could be selected."""
   if results["selected_member"] is not None:
     logging.info(
-      "results: %s (member %s of %d%s)",
+      "results: %s (%s)",
       " ".join(f"{n} {results[n]:.4g}" for n in names),
-      results["selected_member"],
-      results.get("population_size", len(results["members"])),
-      _slice_note(results),
+      selected_member_phrase(results),
     )
     return
   diverged = [
@@ -106,13 +104,21 @@ def log_selection(results: dict, metric: str, names: Sequence[str]) -> None:
   )
 
 
-def _slice_note(results: dict) -> str:
-  """ ", slice 1 of 2 holds 2-3" for a job-array slice; "" for a whole population."""
+def selected_member_phrase(results: dict) -> str:
+  """ "member 2 of 3" for a whole population; "member 2 of 3, slice 2 of 3 holds 2-2" for a slice.
+
+  The member is its index in the whole population, so a slice's line gives the population's size
+  and the members the slice holds, never the slice's own count.
+  """
+  phrase = (
+    f"member {results['selected_member']} of"
+    f" {results.get('population_size', len(results['members']))}"
+  )
   index, count = results.get("shard", (0, 1))
   if count <= 1:
-    return ""
+    return phrase
   held = [m["member"] for m in results["members"]]
-  return f", slice {index} of {count} holds {min(held)}-{max(held)}"
+  return f"{phrase}, slice {index} of {count} holds {min(held)}-{max(held)}"
 
 
 def finish(

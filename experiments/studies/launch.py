@@ -21,7 +21,7 @@ import time
 from absl import flags
 from ml_collections import config_flags
 
-from experiments import config_checks, passed_on_signals
+from experiments import config_checks, passed_on_signals, reporting
 from experiments.studies import records as records_lib
 from experiments.studies import tables
 
@@ -183,7 +183,6 @@ def _results_line(workdir: pathlib.Path) -> str:
   except (OSError, ValueError):
     return "no results.json"
   shown = [f"{name} {tables.significant(results[name])}" for name in _SHOWN if name in results]
-  members = len(results.get("members", []))
-  return f"selected member {results.get('selected_member')} of {members}: " + (
-    ", ".join(shown) or "-"
-  )
+  if results.get("selected_member") is None:
+    return "no member selected: " + (", ".join(shown) or "-")
+  return f"selected {reporting.selected_member_phrase(results)}: " + (", ".join(shown) or "-")

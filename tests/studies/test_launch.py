@@ -73,3 +73,19 @@ def test_records_of_another_length_are_announced_and_the_run_trains_from_step_0(
   (kept / "results.json").write_text('{"steps": ')
   assert not launch._restore_records(kept, workdir, 2)
   assert "damaged results.json: training from step 0" in capsys.readouterr().out
+
+
+def test_a_slices_done_line_gives_the_populations_size_and_the_members_it_holds(tmp_path):
+  """A slice's selected member is its index in the whole population: "member 2 of 1" misread."""
+  members = [{"member": 2, "valid_nll": 99.5, "test_nll": 98.25}]
+  results = {"members": members, "selected_member": 2, "valid_nll": 99.5, "test_nll": 98.25}
+  for shard, expected in (
+    ([2, 3], "selected member 2 of 3, slice 2 of 3 holds 2-2: valid_nll 99.5, test_nll 98.25"),
+    ([0, 1], "selected member 2 of 3: valid_nll 99.5, test_nll 98.25"),
+  ):
+    (tmp_path / "results.json").write_text(
+      json.dumps({**results, "population_size": 3, "shard": shard})
+    )
+    assert launch._results_line(tmp_path) == expected
+  (tmp_path / "results.json").write_text(json.dumps({**results, "selected_member": None}))
+  assert launch._results_line(tmp_path).startswith("no member selected: ")
