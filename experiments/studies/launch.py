@@ -183,6 +183,9 @@ def _results_line(workdir: pathlib.Path) -> str:
   except (OSError, ValueError):
     return "no results.json"
   shown = [f"{name} {tables.significant(results[name])}" for name in _SHOWN if name in results]
-  if results.get("selected_member") is None:
-    return "no member selected: " + (", ".join(shown) or "-")
-  return f"selected {reporting.selected_member_phrase(results)}: " + (", ".join(shown) or "-")
+  selected = (
+    "no member selected"
+    if results.get("selected_member") is None
+    else f"selected {reporting.selected_member_phrase(results)}"
+  )
+  return f"{selected}: " + (", ".join(shown) or "-")
