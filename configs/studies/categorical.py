@@ -421,10 +421,40 @@ def _published_report(readings) -> Report:
   return Report("\n".join(lines) + "\n", data)
 
 
+def _search_lines(readings, shape: str, data: list) -> list[str]:
+  """The shape's temperature searches (seed 0): each tau's bounds, the selected one marked."""
+  columns = {
+    "valid IWAE-100": lambda member: member.value("valid_nll"),
+    "test IWAE-100": lambda member: member.value("test_nll"),
+    TRAIN[0]: TRAIN[1],
+  }
+  rows = []
+  for key in (_key(*pair) for pair in _rows(shape, "measured")):
+    search = readings.get(f"measured/{shape}/search/{key}")
+    if search is None:
+      continue
+    selected = search.best("tau")
+    for member in sorted(search.members, key=lambda m: m.results["tau"]):
+      tau = member.results["tau"]
+      values = {name: value(member) for name, value in columns.items()}
+      mark = " (selected)" if tau == selected else ""
+      rows.append([key, f"{tau:g}{mark}", *(tables.significant(v, 5) for v in values.values())])
+      data.append({"shape": shape, "search": key, "tau": tau, "selected": bool(mark), **values})
+  if not rows:
+    return []
+  return [
+    "Temperature search (seed 0; tau selected by validation IWAE-100):",
+    "",
+    *tables.markdown_table(["estimator", "tau", *columns], rows),
+    "",
+  ]
+
+
 def _measured_report(readings) -> Report:
   lines, data, timings = [], [], leaderboard.read_bench(BENCH)
   for shape in SHAPES:
     runs = _shape_runs(readings, "measured", shape)
+    searches = _search_lines(readings, shape, data)
     rows, devices = [], set()
     for key, run in runs.items():
       estimator, _ = _estimator_and_row(readings, f"measured/{shape}/{key}")
@@ -444,15 +474,17 @@ def _measured_report(readings) -> Report:
         ]
       )
       data.append({"shape": shape, "estimator": key, "tau": tau, **columns})
+    if rows or searches:
+      lines += [f"### {shape}", ""]
     if rows:
       header = ["estimator", "selected tau", "evaluations / step", "bench ms / step", *columns]
-      lines += [f"### {shape}", ""]
       lines += tables.markdown_table(header, rows) + [""] + _bench_line(devices)
       lines += _at_row_line(runs, "learning rate, optimizer; tau searched")
       lines += _paired_lines(
         runs, {"test IWAE-100": "test_nll", "test IWAE-1000": "test_nll_M1000"}
       )
       lines += _ranking_line(runs, TRAIN, ("test IWAE-100", "test_nll"))
+    lines += searches
   lines += list(readings.missing_lines())
   return Report("\n".join(lines) + "\n", data)
 

@@ -122,6 +122,20 @@ def test_the_measured_page_has_gr_at_st_gs_row_with_its_own_searched_tau(tmp_pat
   assert "| gr_mc10@st_gs − st_gs | -1.00 ± 1.00 (lower on 2 of 3) |" in text
 
 
+def test_a_kept_search_is_tabulated_before_its_fresh_seeds_train(tmp_path):
+  (search,) = [
+    a for a in categorical._measured_arms(str(tmp_path)) if a.name == "measured/8x4/search/st_gs"
+  ]
+  _kept_measured(tmp_path, search, [(0, 1.0, 111.0, 112.0), (0, 0.5, 110.0, 111.5)])
+  study = dataclasses.replace(categorical.get_study("measured"), arms=(search,))
+  report = study.report(runner.read(study, tmp_path / "no_runs", tmp_path))
+  shape = report.markdown.split("### 8x4")[1]
+  # Each tau's bounds in tau's order, the lowest validation bound's tau marked.
+  assert "| estimator | tau | valid IWAE-100 | test IWAE-100 | train -ELBO (last epoch) |" in shape
+  assert "| st_gs | 0.5 (selected) | 110 | 111.5 | 1 |\n| st_gs | 1 | 111 | 112 | 1 |" in shape
+  assert [row["selected"] for row in report.data] == [True, False]
+
+
 def test_an_unknown_phase_is_one_line():
   with pytest.raises(ValueError, match="takes '', 'published' or 'measured'; got 'x'"):
     page.load_study("configs/studies/categorical.py:x")
