@@ -29,7 +29,7 @@ import re
 import signal
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from experiments.studies import launch, page, records, runner, tables
 
@@ -79,6 +79,10 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   start_up_signals.interrupt_while_starting()
+  if not flags.FLAGS["verbosity"].present:
+    # The study's lines are its own prints; jax's INFO lines (a slice's merge starts a backend)
+    # would be mixed into them. Each run's log keeps its own.
+    logging.set_verbosity(logging.WARNING)
   try:
     _study()
   except launch.Interrupted as e:

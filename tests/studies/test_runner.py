@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import re
 import subprocess
 import sys
 
@@ -240,6 +241,8 @@ def test_an_arm_trained_in_slices_side_by_side_is_merged_and_kept_as_one_populat
   last = sliced(0)
   assert last.returncode == 0, last.stderr[-3000:]
   assert "its 2 slices merged into one population's records" in last.stdout
+  # The merge starts a jax backend; its INFO lines stay out of the study's own.
+  assert not re.search(r"^I\d{4} ", last.stdout + last.stderr, re.M), last.stderr[-3000:]
   assert sorted(p.name for p in (records / "st_gs").iterdir()) == [
     "config.json",
     "metrics.jsonl",
