@@ -438,7 +438,8 @@ def _search_lines(readings, shape: str, data: list) -> list[str]:
       tau = member.results["tau"]
       values = {name: value(member) for name, value in columns.items()}
       mark = " (selected)" if tau == selected else ""
-      rows.append([key, f"{tau:g}{mark}", *(tables.significant(v, 5) for v in values.values())])
+      shown = ("-" if v is None else f"{v:.2f}" for v in values.values())
+      rows.append([key, f"{tau:g}{mark}", *shown])
       data.append({"shape": shape, "search": key, "tau": tau, "selected": bool(mark), **values})
   if not rows:
     return []
@@ -485,7 +486,9 @@ def _measured_report(readings) -> Report:
       )
       lines += _ranking_line(runs, TRAIN, ("test IWAE-100", "test_nll"))
     lines += searches
-  lines += list(readings.missing_lines())
+  while lines and not lines[-1]:
+    lines.pop()  # the missing arms' lines open with their own blank line
+  lines += readings.missing_lines()
   return Report("\n".join(lines) + "\n", data)
 
 

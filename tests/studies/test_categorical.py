@@ -132,7 +132,9 @@ def test_a_kept_search_is_tabulated_before_its_fresh_seeds_train(tmp_path):
   shape = report.markdown.split("### 8x4")[1]
   # Each tau's bounds in tau's order, the lowest validation bound's tau marked.
   assert "| estimator | tau | valid IWAE-100 | test IWAE-100 | train -ELBO (last epoch) |" in shape
-  assert "| st_gs | 0.5 (selected) | 110 | 111.5 | 1 |\n| st_gs | 1 | 111 | 112 | 1 |" in shape
+  rows = "| st_gs | 0.5 (selected) | 110.00 | 111.50 | 1.00 |\n| st_gs | 1 | 111.00 | 112.00 |"
+  assert rows in shape
+  assert "\n\n\n" not in report.markdown
   assert [row["selected"] for row in report.data] == [True, False]
 
 
