@@ -421,14 +421,15 @@ def _published_report(readings) -> Report:
   return Report("\n".join(lines) + "\n", data)
 
 
-def _search_lines(readings, shape: str, data: list) -> list[str]:
-  """The shape's temperature searches (seed 0): each tau's bounds, the selected one marked."""
+def _search_lines(readings, shape: str) -> tuple[list[str], list[dict]]:
+  """The shape's temperature searches (seed 0): each tau's bounds, the selected one marked; the
+  table's lines and its rows' data."""
   columns = {
     "valid IWAE-100": lambda member: member.value("valid_nll"),
     "test IWAE-100": lambda member: member.value("test_nll"),
     TRAIN[0]: TRAIN[1],
   }
-  rows = []
+  rows, data = [], []
   for key in (_key(*pair) for pair in _rows(shape, "measured")):
     search = readings.get(f"measured/{shape}/search/{key}")
     if search is None:
@@ -442,20 +443,22 @@ def _search_lines(readings, shape: str, data: list) -> list[str]:
       rows.append([key, f"{tau:g}{mark}", *shown])
       data.append({"shape": shape, "search": key, "tau": tau, "selected": bool(mark), **values})
   if not rows:
-    return []
-  return [
+    return [], data
+  lines = [
     "Temperature search (seed 0; tau selected by validation IWAE-100):",
     "",
     *tables.markdown_table(["estimator", "tau", *columns], rows),
     "",
   ]
+  return lines, data
 
 
 def _measured_report(readings) -> Report:
   lines, data, timings = [], [], leaderboard.read_bench(BENCH)
   for shape in SHAPES:
     runs = _shape_runs(readings, "measured", shape)
-    searches = _search_lines(readings, shape, data)
+    searches, search_data = _search_lines(readings, shape)
+    data += search_data
     rows, devices = [], set()
     for key, run in runs.items():
       estimator, _ = _estimator_and_row(readings, f"measured/{shape}/{key}")
