@@ -429,19 +429,15 @@ def _search_lines(readings, shape: str) -> tuple[list[str], list[dict]]:
     "test IWAE-100": lambda member: member.value("test_nll"),
     TRAIN[0]: TRAIN[1],
   }
+  cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
   rows, data = [], []
   for key in (_key(*pair) for pair in _rows(shape, "measured")):
     search = readings.get(f"measured/{shape}/search/{key}")
     if search is None:
       continue
-    selected = search.best("tau")
-    for member in sorted(search.members, key=lambda m: m.results["tau"]):
-      tau = member.results["tau"]
-      values = {name: value(member) for name, value in columns.items()}
-      mark = " (selected)" if tau == selected else ""
-      shown = ("-" if v is None else f"{v:.2f}" for v in values.values())
-      rows.append([key, f"{tau:g}{mark}", *shown])
-      data.append({"shape": shape, "search": key, "tau": tau, "selected": bool(mark), **values})
+    search_rows, values = tables.search_rows(search, columns, cell)
+    rows += [[key, *row] for row in search_rows]
+    data += [{"shape": shape, "search": key, **v} for v in values]
   if not rows:
     return [], data
   lines = [

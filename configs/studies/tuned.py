@@ -316,21 +316,16 @@ def _report(readings) -> Report:
       )
       data[name] = {"tau": readings.arms[name].labels["tau"], "test_nll": columns[0]}
       continue
-    by_tau = {m.results["tau"]: m for m in run.members}
-    valid = {tau: m.value("valid_nll") for tau, m in by_tau.items()}
-    selected = run.best("tau")
-    for tau, member in sorted(by_tau.items()):
-      mark = " (selected)" if tau == selected else ""
-      rows.append(
-        [
-          name,
-          f"{tau:g}{mark}",
-          tables.significant(member.value("valid_nll"), 5),
-          tables.significant(member.value("test_nll"), 5),
-        ]
-      )
-    test = {tau: m.value("test_nll") for tau, m in by_tau.items()}
-    data[name] = {"selected_tau": selected, "valid_nll": valid, "test_nll": test}
+    columns = {
+      "valid_nll": lambda member: member.value("valid_nll"),
+      "test_nll": lambda member: member.value("test_nll"),
+    }
+    search_rows, values = tables.search_rows(run, columns, lambda v: tables.significant(v, 5))
+    rows += [[name, *row] for row in search_rows]
+    data[name] = {
+      "selected_tau": run.best("tau"),
+      **{column: {v["tau"]: v[column] for v in values} for column in columns},
+    }
   lines = []
   if rows:
     lines += ["Temperature search (seed 0; the selection by validation IWAE-100):", ""]

@@ -14,7 +14,7 @@ import json
 import math
 import pathlib
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -108,6 +108,22 @@ def same_order(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
   pairs = [(x, y) for i, x in enumerate(common) for y in common[i + 1 :]]
   agree = sum((a.index(x) < a.index(y)) == (b.index(x) < b.index(y)) for x, y in pairs)
   return agree, len(pairs)
+
+
+def search_rows(
+  search: Any, columns: Mapping[str, Callable[[Any], float | None]], cell: Callable[[Any], str]
+) -> tuple[list[list[str]], list[dict[str, Any]]]:
+  """A temperature search's rows in tau's order: tau, "(selected)" on the member that validation
+  IWAE-100 selects (``search.best("tau")``), then each column's ``cell``; and each row's values
+  ({"tau", "selected", column: value})."""
+  selected = search.best("tau")
+  rows, values = [], []
+  for member in sorted(search.members, key=lambda m: m.results["tau"]):
+    tau = member.results["tau"]
+    read = {name: column(member) for name, column in columns.items()}
+    rows.append([f"{tau:g}" + " (selected)" * (tau == selected), *map(cell, read.values())])
+    values.append({"tau": tau, "selected": tau == selected, **read})
+  return rows, values
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
