@@ -316,14 +316,11 @@ def _report(readings) -> Report:
       )
       data[name] = {"tau": readings.arms[name].labels["tau"], "test_nll": columns[0]}
       continue
-    columns = {
-      "valid_nll": lambda member: member.value("valid_nll"),
-      "test_nll": lambda member: member.value("test_nll"),
-    }
+    columns = {"valid_nll": "valid_nll", "test_nll": "test_nll"}
     search_rows, values = tables.search_rows(run, columns, lambda v: tables.significant(v, 5))
     rows += [[name, *row] for row in search_rows]
     data[name] = {
-      "selected_tau": run.best("tau"),
+      "selected_tau": next((v["tau"] for v in values if v["selected"]), None),
       **{column: {v["tau"]: v[column] for v in values} for column in columns},
     }
   lines = []

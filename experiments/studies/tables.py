@@ -111,16 +111,21 @@ def same_order(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
 
 
 def search_rows(
-  search: Any, columns: Mapping[str, Callable[[Any], float | None]], cell: Callable[[Any], str]
+  search: Any,
+  columns: Mapping[str, str | Callable[[Any], float | None]],
+  cell: Callable[[Any], str],
 ) -> tuple[list[list[str]], list[dict[str, Any]]]:
   """A temperature search's rows in tau's order: tau, "(selected)" on the member that validation
   IWAE-100 selects (``search.best("tau")``), then each column's ``cell``; and each row's values
-  ({"tau", "selected", column: value})."""
+  ({"tau", "selected", column: value}). A column is a result name or a function of the member."""
   selected = search.best("tau")
+  read_column = lambda column, member: (  # noqa: E731
+    member.value(column) if isinstance(column, str) else column(member)
+  )
   rows, values = [], []
   for member in sorted(search.members, key=lambda m: m.results["tau"]):
     tau = member.results["tau"]
-    read = {name: column(member) for name, column in columns.items()}
+    read = {name: read_column(column, member) for name, column in columns.items()}
     rows.append([f"{tau:g}" + " (selected)" * (tau == selected), *map(cell, read.values())])
     values.append({"tau": tau, "selected": tau == selected, **read})
   return rows, values

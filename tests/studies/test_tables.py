@@ -35,14 +35,25 @@ def test_a_search_lists_its_members_in_tau_order_and_marks_the_validation_choice
     for i, (tau, valid, test) in enumerate(results)
   )
   search = records.Run(pathlib.Path("."), {}, {}, members)
-  columns = {bound: (lambda m, b=bound: m.value(b)) for bound in ("valid_nll", "test_nll")}
+  # A column is a result name or a function of the member.
+  columns = {
+    "valid_nll": "valid_nll",
+    "test_nll": "test_nll",
+    "gap": lambda m: m.value("test_nll") - m.results["tau"],
+  }
   rows, values = tables.search_rows(search, columns, tables.significant)
   assert rows == [
-    ["0.5 (selected)", "100", "104"],
-    ["1", "101", "103"],
-    ["2", "-", "90"],
+    ["0.5 (selected)", "100", "104", "103.5"],
+    ["1", "101", "103", "102"],
+    ["2", "-", "90", "88"],
   ]
-  assert values[0] == {"tau": 0.5, "selected": True, "valid_nll": 100.0, "test_nll": 104.0}
+  assert values[0] == {
+    "tau": 0.5,
+    "selected": True,
+    "valid_nll": 100.0,
+    "test_nll": 104.0,
+    "gap": 103.5,
+  }
   assert [v["selected"] for v in values] == [True, False, False]
 
 
