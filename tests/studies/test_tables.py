@@ -35,24 +35,24 @@ def test_a_search_lists_its_members_in_tau_order_and_marks_the_validation_choice
     for i, (tau, valid, test) in enumerate(results)
   )
   search = records.Run(pathlib.Path("."), {}, {}, members)
-  # A column is a result name or a function of the member.
+  # A column is a result name or a function of the member: both read the same test bound.
   columns = {
     "valid_nll": "valid_nll",
     "test_nll": "test_nll",
-    "gap": lambda m: m.value("test_nll") - m.results["tau"],
+    "test_nll, read by a function": lambda m: m.results["test_nll"],
   }
   rows, values = tables.search_rows(search, columns, tables.significant)
   assert rows == [
-    ["0.5 (selected)", "100", "104", "103.5"],
-    ["1", "101", "103", "102"],
-    ["2", "-", "90", "88"],
+    ["0.5 (selected)", "100", "104", "104"],
+    ["1", "101", "103", "103"],
+    ["2", "-", "90", "90"],
   ]
   assert values[0] == {
     "tau": 0.5,
     "selected": True,
     "valid_nll": 100.0,
     "test_nll": 104.0,
-    "gap": 103.5,
+    "test_nll, read by a function": 104.0,
   }
   assert [v["selected"] for v in values] == [True, False, False]
 
