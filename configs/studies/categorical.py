@@ -458,8 +458,8 @@ def _measured_report(readings) -> Report:
     rows, devices = [], set()
     for key, run in runs.items():
       estimator, _ = _estimator_and_row(readings, f"measured/{shape}/{key}")
-      search = readings.get(f"measured/{shape}/search/{key}")
-      tau = search.best("tau") if search else None
+      searched = readings.get(f"measured/{shape}/search/{key}") is not None
+      tau = run.config["tau"] if searched else None  # the fresh seeds' tau: the one selected
       columns = {
         "test IWAE-100": run.by_seed("test_nll"),
         "test IWAE-1000": run.by_seed("test_nll_M1000"),

@@ -22,7 +22,7 @@ import math
 import os
 import pathlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # ladder.json: bounds a study computed from a run's checkpoints (experiments/studies/depth.py).
@@ -92,6 +92,10 @@ class Member:
     """A final result of the member (e.g. ``test_nll``), None when missing or not finite."""
     return finite(self.results.get(name))
 
+  def read(self, column: str | Callable[[Member], Any]) -> Any:
+    """``column`` read off the member: a result name (as ``value``) or a function of the member."""
+    return self.value(column) if isinstance(column, str) else column(self)
+
   def curve(self, name: str, split: str = "train") -> dict[int, float]:
     return dict(self.curves.get(split, {}).get(name, {}))
 
@@ -128,10 +132,9 @@ class Run:
     finite = [(value, chosen) for value, chosen in scored if value is not None]
     return min(finite, key=lambda pair: pair[0])[1] if finite else None
 
-  def by_seed(self, value, **fields: Any) -> dict[int, float | None]:
+  def by_seed(self, value: str | Callable[[Member], Any], **fields: Any) -> dict[int, float | None]:
     """{seed: value(member)} over the selected members; ``value`` a result name or a function."""
-    get = (lambda m: m.value(value)) if isinstance(value, str) else value
-    return {m.seed: get(m) for m in self.select(**fields)}
+    return {m.seed: m.read(value) for m in self.select(**fields)}
 
 
 def _same(a: Any, b: Any) -> bool:

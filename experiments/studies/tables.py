@@ -119,13 +119,10 @@ def search_rows(
   IWAE-100 selects (``search.best("tau")``), then each column's ``cell``; and each row's values
   ({"tau", "selected", column: value}). A column is a result name or a function of the member."""
   selected = search.best("tau")
-  read_column = lambda column, member: (  # noqa: E731
-    member.value(column) if isinstance(column, str) else column(member)
-  )
   rows, values = [], []
   for member in sorted(search.members, key=lambda m: m.results["tau"]):
     tau = member.results["tau"]
-    read = {name: read_column(column, member) for name, column in columns.items()}
+    read = {name: member.read(column) for name, column in columns.items()}
     rows.append([f"{tau:g}" + " (selected)" * (tau == selected), *map(cell, read.values())])
     values.append({"tau": tau, "selected": tau == selected, **read})
   return rows, values

@@ -23,6 +23,11 @@ def test_a_finished_run_is_read_with_its_members_and_curves(tmp_path):
   run = records.read_run(simple_run(tmp_path / "run", seeds=(0, 2)), {"estimator": "st_gs"})
   assert run.steps == 200 and run.seeds == (0, 2) and run.estimator == "st_gs"
   assert run.by_seed("test_nll") == {0: 100.0, 2: 102.0}
+  # A column is read by its result name or by a function of the member, alike.
+  assert run.by_seed(lambda member: member.results["test_nll"] + member.seed) == {
+    0: 100.0,
+    2: 104.0,
+  }
   assert run.members[1].curve("neg_elbo") == {100: 112.0, 200: 102.0}
   assert run.members[0].curve("nll", "test") == {}  # the final evaluation's lines are left out
 
