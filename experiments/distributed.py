@@ -162,11 +162,11 @@ def check_same_config(config: ConfigDict, workdir_path: str) -> None:
   length = int(multihost_utils.process_allgather(np.array([len(text)])).max())
   texts = multihost_utils.process_allgather(np.pad(text, (0, length - len(text))))
   settings = [json.loads(bytes(t).rstrip(b"\0")) for t in texts]
-  code = [
-    f"process {process}: {'; '.join(provenance.differences(settings[0]['code'], theirs['code']))}"
+  changed = {
+    process: provenance.differences(settings[0]["code"], theirs["code"])
     for process, theirs in enumerate(settings[1:], 1)
-    if theirs["code"] != settings[0]["code"]
-  ]
+  }
+  code = [f"process {process}: {'; '.join(said)}" for process, said in changed.items() if said]
   if code:
     raise config_checks.ConfigError(
       f"the processes of this job run other code than process 0's ({'; '.join(code)}, from"
@@ -183,6 +183,8 @@ def check_same_config(config: ConfigDict, workdir_path: str) -> None:
     ]
     if fields:
       differing.append(f"process {process}: {', '.join(fields)}")
+  if not differing:  # only the git commits differ, over the same sources: the same code
+    return
   raise config_checks.ConfigError(
     f"the processes of this job were started with other configs than process 0's"
     f" ({'; '.join(differing)}). Start every process with the same command."

@@ -8,7 +8,9 @@ processes of a multi-process job must agree on it
 (distributed.check_same_config); a run resumed on other code records both
 (``code_segments.json`` in the workdir, results.json's ``code_segments``) and
 says so in one line; a merge of slices trained on other code refuses unless
-asked to accept them (scripts/merge_population.py).
+asked to accept them (``--accept_mixed_code`` of scripts/merge_population.py and of
+``experiments.study --slice``). Code is other code when its sources or versions
+differ: a commit that changes neither is recorded but is not other code.
 """
 
 from __future__ import annotations
@@ -88,10 +90,19 @@ def flat(identity: dict) -> dict:
 
 def differences(a: dict, b: dict) -> list[str]:
   """``["jax 0.4.30 -> 0.4.31", "sources (sha256 ab12.. -> cd34..)"]``: what differs from a to
-  b (identities or segments)."""
+  b (identities or segments).
+
+  Another git commit with the same sources is the same code: such a commit changed only files
+  no run executes (records, docs, tests; a config is read into the run's config.json), so it
+  is named only beside a change of the sources or of a version. Without a recorded digest, the
+  commit is all there is to compare.
+  """
   a, b = flat(a), flat(b)
+  names = set(a) | set(b)
+  if a.get("source_sha256") and all(a.get(n) == b.get(n) for n in names - {"git_commit"}):
+    return []
   said = []
-  for name in sorted(set(a) | set(b)):
+  for name in sorted(names):
     if a.get(name) != b.get(name):
       before, after = a.get(name), b.get(name)
       if name == "source_sha256":

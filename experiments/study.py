@@ -52,6 +52,12 @@ _SLICE = flags.DEFINE_string(
   "I/N: train only the I-th of N slices (0 <= I < N) of each arm's population; the N commands run"
   " side by side (cores, machines), and the last to finish merges the slices into the arm's run.",
 )
+_ACCEPT_MIXED_CODE = flags.DEFINE_bool(
+  "accept_mixed_code",
+  False,
+  "With --slice: merge slices trained (or resumed) on other code (sources, jax / jaxlib / flax /"
+  " optax versions); the kept results.json records each slice's code segments.",
+)
 _SET = flags.DEFINE_multi_string("set", [], "FIELD=VALUE config overrides for every arm.")
 _DATA_ROOT = flags.DEFINE_string("data_root", "", "A directory holding the arms' dataset folders.")
 _PAGE = flags.DEFINE_bool("page", False, "Also write the study's docs page (generated only).")
@@ -144,7 +150,9 @@ def _study():
   if _RUN.value:
     if records_dir:
       records.check_writable(records_dir, "--records")
-    runner.train(arms, out, records_dir, _SET.value, _DATA_ROOT.value, slice_of)
+    runner.train(
+      arms, out, records_dir, _SET.value, _DATA_ROOT.value, slice_of, _ACCEPT_MIXED_CODE.value
+    )
   if not _TABLES.value:
     return
   selected = [arm.name for arm in arms] if _ARMS.value else None

@@ -31,7 +31,7 @@ _OUT = flags.DEFINE_string(
 _ACCEPT_MIXED_CODE = flags.DEFINE_bool(
   "accept_mixed_code",
   False,
-  "Merge slices trained (or resumed) on other code (git commit, sources, jax / jaxlib / flax /"
+  "Merge slices trained (or resumed) on other code (sources, jax / jaxlib / flax /"
   " optax versions); results.json then records each slice's code segments.",
 )
 

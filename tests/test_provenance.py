@@ -43,6 +43,21 @@ def test_differences_name_what_changed():
   assert changed[1].startswith("the sources of gr_jax/ and experiments/ (sha256 ")
 
 
+def test_another_commit_over_the_same_sources_is_the_same_code():
+  """A commit that changed only records, docs or tests trains what its parent trains."""
+  this = {**provenance.code_identity(), "git_commit": "a" * 40}
+  records_commit = {**this, "git_commit": "b" * 40}
+  assert provenance.differences(this, records_commit) == []
+  # Beside a change of the sources it is named, and so is each commit of a run recorded before
+  # the sources were hashed (the commit is then all there is to compare).
+  edited = {**records_commit, "source_sha256": "ab" * 32}
+  assert provenance.differences(this, edited)[0] == f"git_commit {'a' * 40} -> {'b' * 40}"
+  unhashed = {k: v for k, v in this.items() if k != "source_sha256"}
+  assert provenance.differences(unhashed, {**unhashed, "git_commit": "b" * 40}) == [
+    f"git_commit {'a' * 40} -> {'b' * 40}"
+  ]
+
+
 def test_segments_drop_lost_steps_and_a_resume_on_other_code_is_said(tmp_path, monkeypatch):
   warnings = []
   monkeypatch.setattr(logging, "warning", lambda message, *args: warnings.append(message % args))

@@ -205,16 +205,20 @@ def train(
   extra: Sequence[str] = (),
   data_root: str = "",
   slice_of: tuple[int, int] | None = None,
+  accept_mixed_code: bool = False,
 ) -> None:
   """Trains (or resumes, or reads from records) each arm's population, in order; with
-  ``slice_of`` (I, N), the I-th of N slices of each (see :func:`train_slice`)."""
+  ``slice_of`` (I, N), the I-th of N slices of each (see :func:`train_slice`;
+  ``accept_mixed_code`` merges slices trained on other code)."""
   for arm in arms:
     kept = arm.kept_at(records_dir)
     overrides = arm.command_overrides(extra, data_root)
     if slice_of is None:
       launch.train(arm.config, out / arm.name, overrides, kept)
     else:
-      train_slice(arm.config, out / arm.name, overrides, kept, *slice_of)
+      train_slice(
+        arm.config, out / arm.name, overrides, kept, *slice_of, accept_mixed_code=accept_mixed_code
+      )
 
 
 def slice_workdirs(whole: pathlib.Path, count: int) -> list[pathlib.Path]:
@@ -242,6 +246,7 @@ def train_slice(
   kept: pathlib.Path | None,
   index: int,
   count: int,
+  accept_mixed_code: bool = False,
 ) -> None:
   """Trains (or resumes) slice ``index`` of ``count`` of a population whose run is ``whole``,
   in ``whole/slices/<index>-of-<count>``; once every slice has finished, merges them into
@@ -250,7 +255,8 @@ def train_slice(
 
   Every slice's command merges when it finds the others finished and none training, so the last
   to finish merges. Two finishing together: the first to take ``whole/.merge.lock`` merges, the
-  other says so and returns (or, once the merge is done, reads it).
+  other says so and returns (or, once the merge is done, reads it). Slices trained on other code
+  are refused (experiments/merge.py) unless ``accept_mixed_code``.
   """
   from experiments import merge, workdir  # jax's import: only once a slice is trained
 
@@ -291,7 +297,7 @@ def train_slice(
       launch.train(config, whole, overrides, kept)
       return
     try:
-      merge.merge(slices, whole)
+      merge.merge(slices, whole, accept_mixed_code)
     except merge.MergeError as e:
       raise launch.LaunchError(f"{whole}: its slices could not be merged: {e}") from None
     print(f"{whole}: its {count} slices merged into one population's records", flush=True)

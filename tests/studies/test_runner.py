@@ -1,6 +1,7 @@
 """experiments/studies/runner.py and the study command: arms, reading, refusals, SLURM arrays."""
 
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -238,9 +239,22 @@ def test_an_arm_trained_in_slices_side_by_side_is_merged_and_kept_as_one_populat
   assert merging.returncode == 0, merging.stderr[-3000:]
   assert "slice 0-of-2 finished; another slice's command merges them" in merging.stdout
   assert not (tmp_path / "sliced" / "st_gs" / "results.json").exists()
-  last = sliced(0)
+  # A slice trained on other code (here: another jax) is refused, in one line naming the flag
+  # that merges it all the same; with it, the kept records hold each slice's code.
+  slice_1 = tmp_path / "sliced" / "st_gs" / "slices" / "1-of-2" / "results.json"
+  results = json.loads(slice_1.read_text())
+  other = [{**s, "versions": {**s["versions"], "jax": "0.0.1"}} for s in results["code_segments"]]
+  slice_1.write_text(json.dumps({**results, "code_segments": other}))
+  refused = sliced(0, "--tables=false")
+  assert refused.returncode == 1 and refused.stderr.startswith("error: "), refused.stderr[-3000:]
+  assert "its slices could not be merged" in refused.stderr and "(jax " in refused.stderr
+  assert "pass --accept_mixed_code" in refused.stderr and not (records / "st_gs").exists()
+  last = sliced(0, "--accept_mixed_code")
   assert last.returncode == 0, last.stderr[-3000:]
   assert "its 2 slices merged into one population's records" in last.stdout
+  assert f"warning: {slice_1.parent} was trained (in part) on other code" in last.stdout
+  by_slice = json.loads((records / "st_gs" / "results.json").read_text())["code_segments_by_slice"]
+  assert by_slice[str(slice_1.parent)] == other
   # The merge starts a jax backend; its INFO lines stay out of the study's own.
   assert not re.search(r"^I\d{4} ", last.stdout + last.stderr, re.M), last.stderr[-3000:]
   assert sorted(p.name for p in (records / "st_gs").iterdir()) == [
