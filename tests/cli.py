@@ -29,13 +29,20 @@ def run_main(
   return result
 
 
-def edited_copy_of_the_code(directory: pathlib.Path) -> pathlib.Path:
-  """A copy of the code (gr_jax/, experiments/, configs/) whose sources differ from the clone's
-  by one comment: "other code" for provenance checks. Run the CLI in it with ``cwd=`` the copy."""
+def copy_of_the_code(directory: pathlib.Path) -> pathlib.Path:
+  """A copy of the code (gr_jax/, experiments/, configs/) outside the clone: the same sources,
+  no git commit. Run the CLI in it with ``cwd=`` the copy."""
   for package in ("gr_jax", "experiments", "configs"):
     shutil.copytree(
       ROOT / package, directory / package, ignore=shutil.ignore_patterns("__pycache__")
     )
+  return directory
+
+
+def edited_copy_of_the_code(directory: pathlib.Path) -> pathlib.Path:
+  """A copy of the code whose sources differ from the clone's by one comment: "other code" for
+  provenance checks."""
+  copy_of_the_code(directory)
   with open(directory / "gr_jax" / "__init__.py", "a") as source:
     source.write("# an edit\n")
   return directory

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from experiments import distributed
-from tests.cli import ROOT, edited_copy_of_the_code, main_command, run_main
+from tests.cli import ROOT, copy_of_the_code, edited_copy_of_the_code, main_command, run_main
 from tests.test_listops_experiment import TINY as LISTOPS_TINY
 from tests.test_vae_experiment import TINY as VAE_TINY
 
@@ -231,6 +231,19 @@ def test_listops_population_over_two_processes_equals_one_process_and_continues_
   for workdir in (tmp_path / "one", tmp_path / "two"):
     run_main(*settings[:1], workdir, *settings[1:], "num_epochs=3")
   assert _outputs(tmp_path / "two") == _outputs(tmp_path / "one")
+
+
+def test_a_process_started_from_a_copy_of_the_same_sources_runs_in_the_job(tmp_path):
+  """The same sources and versions are the same code, whatever the git commit (here: none, in
+  the copy); only the sources or versions tell other code apart (next test)."""
+  tiny = ("configs/vae_16ary.py", *VAE_TINY, "num_steps=2")
+  copy = copy_of_the_code(tmp_path / "copy")
+  port = _free_port()
+  processes = _start(*tiny[:1], tmp_path / "run", *tiny[1:], port=port, process_ids=[0])
+  processes += _start(*tiny[:1], tmp_path / "run", *tiny[1:], port=port, process_ids=[1], cwd=copy)
+  results = _finish(processes)
+  assert [code for code, _ in results] == [0, 0], results[1][1][-2000:]
+  assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 2
 
 
 def _one_line_each(results: list[tuple[int, str]], *expected: str) -> None:
